@@ -1,0 +1,177 @@
+"""MXFP4 formats and aiter layouts in pure torch: the one home of this math.
+
+Used by the reference, the tests and the host side of the kernels. Every function is
+bit-exact with the aiter piece it names (see shared/docs/aiter-mxfp4-spec.md).
+
+Shapes, with K the number of logical fp4 elements along the reduction axis:
+  codes   uint8 [rows, K/2]    two E2M1 codes per byte, element 2i in the low nibble
+  scales  uint8 [rows, K/32]   E8M0 biased exponents, one per 32 elements
+  weight_shuffled  uint8 [N, K/2]            shuffle_weight(codes, layout=(16, 16))
+  scales_shuffled  uint8 [pad(rows,256), pad(K/32,8)]   e8m0_shuffle(scales)
+"""
+
+import torch
+
+MX_BLOCK = 32
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+               -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+# Tile sizes of aiter's shuffle_weight(layout=(16, 16)) for 1-byte elements.
+WEIGHT_TILE_N = 16
+WEIGHT_TILE_BYTES = 32
+# e8m0_shuffle pads rows to 256 and scale columns to 8; the tile itself is 32 x 8.
+SCALE_PAD_ROWS = 256
+SCALE_PAD_COLS = 8
+SCALE_TILE_ROWS = 32
+
+_FP32_MANTISSA_ROUND = 0x200000      # adding it carries into the exponent when 1.f >= 1.75
+_FP32_EXPONENT_MASK = -0x800000      # 0xFF800000 as an int32
+_E2M1_DENORMAL_MAGIC = 149 << 23     # bits of 2**22: its fp32 ulp is 0.5
+_E2M1_NORMAL_REBIAS = 0xC11FFFFF     # ((1 - 127) << 23) + (1 << 21) - 1
+_U32 = 0xFFFFFFFF
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def pad_to(x: int, multiple: int) -> int:
+    return cdiv(x, multiple) * multiple
+
+
+def scales_padded_shape(rows: int, k: int) -> tuple:
+    """Shape of e8m0_shuffle's output for `rows` rows of a K-wide operand."""
+    return pad_to(rows, SCALE_PAD_ROWS), pad_to(cdiv(k, MX_BLOCK), SCALE_PAD_COLS)
+
+
+def scale_byte_and_multiplier(amax: torch.Tensor):
+    """The "even" block scale of aiter's _mxfp4_quant_op, from the bits of fp32 amax >= 0.
+
+    Returns (byte uint8, multiplier fp32) with x * multiplier the scaled block. The exponent
+    u = clamp(E(amax rounded at 1.75) - 2, -127, 127); an amax whose rounding reaches the
+    top exponent (inf, or >= 1.75 * 2**127) gives u = 127, as log2 -> inf does in aiter.
+    """
+    rounded = (amax.contiguous().view(torch.int32) + _FP32_MANTISSA_ROUND) & _FP32_EXPONENT_MASK
+    exponent = (rounded >> 23) & 0xFF
+    u = torch.where(exponent == 255, 127, (exponent - 129).clamp(-127, 127))
+    byte = (u + 127).to(torch.uint8)
+    multiplier_bits = torch.where(u == 127, 0x00400000, (127 - u) << 23).to(torch.int32)
+    return byte, multiplier_bits.view(torch.float32)
+
+
+def e2m1_codes(q: torch.Tensor) -> torch.Tensor:
+    """fp32 -> E2M1 code (uint8 0..15): round to nearest even, saturate at 6, sign kept."""
+    bits = q.contiguous().view(torch.int32).to(torch.int64) & _U32
+    sign = bits & 0x80000000
+    magnitude_bits = bits ^ sign
+    magnitude = magnitude_bits.to(torch.int32).view(torch.float32)
+    saturated = magnitude >= 6.0
+    denormal = ~saturated & (magnitude < 1.0)
+    denormal_code = ((magnitude + float(2 ** 22)).view(torch.int32).to(torch.int64)
+                     - _E2M1_DENORMAL_MAGIC) & 0xFF
+    normal_code = (((magnitude_bits + _E2M1_NORMAL_REBIAS + ((magnitude_bits >> 22) & 1)) & _U32)
+                   >> 22) & 0xFF
+    code = torch.where(saturated, 7, torch.where(denormal, denormal_code, normal_code))
+    return (code | (sign >> 28)).to(torch.uint8)
+
+
+def pack_nibbles(codes: torch.Tensor) -> torch.Tensor:
+    """[..., 2n] codes -> [..., n] bytes, element 2i in the low nibble."""
+    return codes[..., 0::2] | (codes[..., 1::2] << 4)
+
+
+def unpack_nibbles(packed: torch.Tensor) -> torch.Tensor:
+    """[..., n] bytes -> [..., 2n] codes."""
+    packed = packed.view(torch.uint8)
+    return torch.stack((packed & 0xF, packed >> 4), dim=-1).flatten(-2)
+
+
+def quantize_mxfp4(x: torch.Tensor):
+    """aiter's Triton dynamic_mxfp4_quant, bit for bit: [rows, K] -> (codes, scales).
+
+    codes uint8 [rows, K/2], scales uint8 [rows, cdiv(K, 32)]; K must be even. A K that is
+    not a multiple of 32 is zero-padded, as aiter's masked load does. NaN is ignored in the
+    block maximum (Triton's max), and its code is whatever the bit recipe gives (2 or 3).
+    """
+    if x.dim() != 2 or x.shape[1] % 2:
+        raise ValueError(f"quantize_mxfp4 expects a 2-D tensor with an even last dim, got {tuple(x.shape)}")
+    rows, k = x.shape
+    blocks = cdiv(k, MX_BLOCK)
+    xf = torch.zeros(rows, blocks * MX_BLOCK, dtype=torch.float32, device=x.device)
+    xf[:, :k] = x.float()
+    xf = xf.view(rows, blocks, MX_BLOCK)
+    magnitude = xf.abs()
+    amax = torch.where(torch.isnan(magnitude), 0.0, magnitude).amax(dim=-1, keepdim=True)
+    byte, multiplier = scale_byte_and_multiplier(amax)
+    codes = e2m1_codes(xf * multiplier).view(rows, blocks * MX_BLOCK)[:, :k]
+    return pack_nibbles(codes), byte.view(rows, blocks)
+
+
+def e8m0_to_f32(scales: torch.Tensor) -> torch.Tensor:
+    """E8M0 byte -> fp32 2**(b - 127); byte 0 is 2**-127 (a denormal), 255 is NaN."""
+    b = scales.view(torch.uint8).to(torch.int32)
+    bits = torch.where(b == 0, 0x00400000, torch.where(b == 255, 0x7F800001, b << 23))
+    return bits.to(torch.int32).view(torch.float32)
+
+
+def e2m1_to_f32(packed: torch.Tensor) -> torch.Tensor:
+    """[..., n] packed bytes -> fp32 [..., 2n]."""
+    table = torch.tensor(E2M1_VALUES, dtype=torch.float32, device=packed.device)
+    return table[unpack_nibbles(packed).long()]
+
+
+def dequantize_mxfp4(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """(codes [rows, K/2], scales [rows, >= K/32]) -> fp32 [rows, K]."""
+    values = e2m1_to_f32(codes)
+    k = values.shape[-1]
+    factors = e8m0_to_f32(scales[:, :cdiv(k, MX_BLOCK)].contiguous())
+    return values * factors.repeat_interleave(MX_BLOCK, dim=1)[:, :k]
+
+
+def _check_weight_shape(n: int, kb: int):
+    if n % WEIGHT_TILE_N or kb % WEIGHT_TILE_BYTES:
+        raise ValueError(f"shuffle_weight needs N % {WEIGHT_TILE_N} == 0 and K/2 % "
+                         f"{WEIGHT_TILE_BYTES} == 0 (K % 64 == 0), got N={n}, K/2={kb}")
+
+
+def shuffle_weight(codes: torch.Tensor) -> torch.Tensor:
+    """aiter shuffle_weight(x, layout=(16, 16)) for packed fp4 [N, K/2]; same shape and dtype.
+
+    out_flat[n0*16*Kb + k0*512 + k1*256 + n1*16 + k2] = W[16*n0 + n1, 32*k0 + 16*k1 + k2].
+    """
+    n, kb = codes.shape
+    _check_weight_shape(n, kb)
+    u8 = codes.view(torch.uint8)
+    out = (u8.view(n // 16, 16, kb // 32, 2, 16).permute(0, 2, 3, 1, 4).contiguous().view(n, kb))
+    return out.view(codes.dtype)
+
+
+def unshuffle_weight(shuffled: torch.Tensor) -> torch.Tensor:
+    """Inverse of shuffle_weight."""
+    n, kb = shuffled.shape
+    _check_weight_shape(n, kb)
+    u8 = shuffled.view(torch.uint8)
+    out = u8.view(n // 16, kb // 32, 2, 16, 16).permute(0, 3, 1, 2, 4).contiguous().view(n, kb)
+    return out.view(shuffled.dtype)
+
+
+def e8m0_shuffle(scales: torch.Tensor, pad_value: int = 0) -> torch.Tensor:
+    """aiter e8m0_shuffle: [rows, cols] -> [pad(rows,256), pad(cols,8)], same dtype.
+
+    Row r = 32*r0 + 16*r1 + r2 and column c = 8*c0 + 4*c1 + c2 go to flat offset
+    r0*32*sn + c0*256 + c2*64 + r2*4 + c1*2 + r1. aiter leaves the padding uninitialized;
+    here it is `pad_value` (0xFF, a NaN scale, is the hardest choice for a consumer).
+    """
+    rows, cols = scales.shape
+    sm, sn = pad_to(rows, SCALE_PAD_ROWS), pad_to(cols, SCALE_PAD_COLS)
+    padded = torch.full((sm, sn), pad_value, dtype=torch.uint8, device=scales.device)
+    padded[:rows, :cols] = scales.view(torch.uint8)
+    out = padded.view(sm // 32, 2, 16, sn // 8, 2, 4).permute(0, 3, 5, 2, 4, 1).contiguous()
+    return out.view(sm, sn).view(scales.dtype)
+
+
+def e8m0_unshuffle(shuffled: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
+    """Inverse of e8m0_shuffle, trimmed to the logical [rows, cols]."""
+    sm, sn = shuffled.shape
+    u8 = shuffled.view(torch.uint8).contiguous()
+    out = u8.view(sm // 32, sn // 8, 4, 16, 2, 2).permute(0, 5, 3, 1, 4, 2).contiguous()
+    return out.view(sm, sn)[:rows, :cols].view(shuffled.dtype)

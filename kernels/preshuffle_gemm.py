@@ -1,0 +1,142 @@
+"""Fused MXFP4 GEMM on a preshuffled weight: C = quantize(A) @ dequant(B)^T.
+
+Inputs, all row-major:
+  a        bf16  [M, K]                          quantized to MXFP4 in registers
+  b        uint8 [N/16, (K/2)*16]                shuffle_weight(B_q, (16, 16)) viewed 2-D
+  b_scales uint8 [pad(N,256)/32, pad(K/32,8)*32]  e8m0_shuffle(B_scale) viewed 2-D
+Output:
+  SPLIT_K == 1: c bf16 [M, N]
+  SPLIT_K  > 1: c fp32 [SPLIT_K, M, N] partial sums over the K ranges
+                [s*SPLIT_K_SIZE, (s+1)*SPLIT_K_SIZE), summed by kernels.splitk_reduce.
+
+Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). No load leaves its tensor: rows past
+M or N wrap onto valid rows (their results are masked at the store), and a ragged last K tile
+(EVEN_K False) is masked, its B scales replaced by 1.0 so that padding garbage cannot reach
+the sum. Requirements: BLOCK_N a multiple of 32 that divides 256, BLOCK_K a multiple of 256,
+SPLIT_K_SIZE a multiple of BLOCK_K, K % 64 == 0, N % 16 == 0.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels import formats
+from kernels.quantize import quantize_tile_mxfp4
+
+
+@triton.jit
+def _tile_coordinates(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      GROUP_M: tl.constexpr):
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    if GROUP_M == 1:
+        return pid // num_pid_n, pid % num_pid_n
+    pids_per_group = GROUP_M * num_pid_n
+    first_m = (pid // pids_per_group) * GROUP_M
+    group_rows = tl.minimum(num_pid_m - first_m, GROUP_M)
+    return first_m + (pid % pids_per_group) % group_rows, (pid % pids_per_group) // group_rows
+
+
+@triton.jit
+def _unshuffle_weight_tile(b, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """[BN/16, (BK/2)*16] shuffled bytes -> [BK/2, BN], b[kb, n] = W[n, kb] (formats.shuffle_weight)."""
+    b = b.reshape(BLOCK_N // 16, BLOCK_K // 64, 2, 16, 16).permute(0, 3, 1, 2, 4)
+    return b.reshape(BLOCK_N, BLOCK_K // 2).trans(1, 0)
+
+
+@triton.jit
+def _unshuffle_scale_tile(s, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """[BN/32, BK] shuffled bytes -> [BN, BK/32] (formats.e8m0_shuffle)."""
+    s = s.reshape(BLOCK_N // 32, BLOCK_K // 256, 4, 16, 2, 2).permute(0, 5, 3, 1, 4, 2)
+    return s.reshape(BLOCK_N, BLOCK_K // 32)
+
+
+@triton.jit
+def preshuffle_gemm_kernel(
+    a_ptr, b_ptr, b_scales_ptr, c_ptr,
+    M, N, K,
+    stride_am, stride_ak,
+    stride_bn, stride_bsn,
+    stride_cs, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, SPLIT_K_SIZE: tl.constexpr,
+    EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    pid_k = pid % SPLIT_K
+    pid_m, pid_n = _tile_coordinates(pid // SPLIT_K, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+
+    rows_a = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    rows_b = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16)) % (N // 16)
+    rows_bs = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)) % tl.cdiv(N, 32)
+    cols_a = tl.arange(0, BLOCK_K)
+    cols_b = tl.arange(0, (BLOCK_K // 2) * 16)
+    cols_bs = tl.arange(0, BLOCK_K)
+    # Logical scale column of each shuffled byte (8*c0 + 4*c1 + c2, see formats.e8m0_shuffle).
+    groups_bs = 8 * (cols_bs // 256) + 4 * ((cols_bs // 2) % 2) + (cols_bs // 64) % 4
+
+    k_start = pid_k * SPLIT_K_SIZE
+    a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start + cols_a)[None, :] * stride_ak
+    b_ptrs = b_ptr + rows_b[:, None] * stride_bn + (k_start * 8 + cols_b)[None, :]
+    bs_ptrs = b_scales_ptr + rows_bs[:, None] * stride_bsn + (k_start + cols_bs)[None, :]
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k_iter in range(SPLIT_K_SIZE // BLOCK_K):
+        k0 = k_start + k_iter * BLOCK_K
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
+            bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
+        else:
+            a = tl.load(a_ptrs, mask=(k0 + cols_a)[None, :] < K, other=0.0)
+            b = tl.load(b_ptrs, mask=(k0 * 8 + cols_b)[None, :] < K * 8, other=0,
+                        cache_modifier=CACHE_MODIFIER)
+            bs = tl.load(bs_ptrs, mask=(k0 // 32 + groups_bs)[None, :] < K // 32, other=127,
+                         cache_modifier=CACHE_MODIFIER)
+        a_codes, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K)
+        acc = tl.dot_scaled(a_codes, a_scales, "e2m1",
+                            _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K),
+                            _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * 8
+        bs_ptrs += BLOCK_K
+
+    rows_c = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols_c = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = (c_ptr + pid_k * stride_cs + rows_c[:, None].to(tl.int64) * stride_cm
+              + cols_c[None, :] * stride_cn)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
+             mask=(rows_c[:, None] < M) & (cols_c[None, :] < N))
+
+
+def weight_view(b_shuffle):
+    """B_shuffle [N, K/2] (fp4x2 or uint8) -> the kernel's uint8 [N/16, (K/2)*16] view."""
+    n, kb = b_shuffle.shape
+    return b_shuffle.view(torch.uint8).view(n // formats.WEIGHT_TILE_N, kb * formats.WEIGHT_TILE_N)
+
+
+def scales_view(b_scale_sh):
+    """B_scale_sh [pad(N,256), pad(K/32,8)] -> the kernel's uint8 [rows/32, cols*32] view."""
+    rows, cols = b_scale_sh.shape
+    return b_scale_sh.view(torch.uint8).view(rows // formats.SCALE_TILE_ROWS,
+                                                    cols * formats.SCALE_TILE_ROWS)
+
+
+def gemm_grid(m: int, n: int, block_m: int, block_n: int, splits: int) -> tuple:
+    return (splits * formats.cdiv(m, block_m) * formats.cdiv(n, block_n), 1, 1)
+
+
+def gemm_arguments(a, b, b_scales, c, m, n, k, *, block_m, block_n, block_k, group_m,
+                   splits, split_size, cache_modifier):
+    """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
+
+    b and b_scales are the 2-D views of weight_view and scales_view; c is [M, N] bf16 when
+    splits == 1, else [splits, M, N] fp32.
+    """
+    stride_cs = c.stride(0) if splits > 1 else 0
+    stride_cm, stride_cn = c.stride()[-2:]
+    return (a, b, b_scales, c, m, n, k,
+            a.stride(0), a.stride(1), b.stride(0), b_scales.stride(0),
+            stride_cs, stride_cm, stride_cn,
+            block_m, block_n, block_k, group_m, splits, split_size,
+            k % split_size == 0, cache_modifier)

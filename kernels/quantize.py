@@ -1,0 +1,69 @@
+"""In-register MXFP4 quantization of a tile, bit-exact with kernels.formats.quantize_mxfp4.
+
+`quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K]) -> (codes uint8 [BLOCK_M, BLOCK_K/2],
+scales uint8 [BLOCK_M, BLOCK_K/32])`: per row, each run of 32 elements along K is one MX
+block. The scale byte is computed with integer exponent math (no float->uint8 cast, which
+saturates negatives on NVIDIA), the codes by the round-to-nearest-even bit recipe of
+aiter's _mxfp4_quant_op. `quantize_test_kernel` runs it on a plain [rows, K] tensor.
+"""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _block_scale(amax):
+    """fp32 amax >= 0 -> (scale byte int32, fp32 multiplier): the "even" rule, see formats.py."""
+    rounded = (amax.to(tl.int32, bitcast=True) + 0x200000) & -0x800000
+    exponent = (rounded >> 23) & 0xFF
+    u = tl.where(exponent == 255, 127, tl.minimum(tl.maximum(exponent - 129, -127), 127))
+    multiplier_bits = tl.where(u == 127, 0x00400000, (127 - u) << 23)
+    return u + 127, multiplier_bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _e2m1_codes(q):
+    """fp32 -> E2M1 code in the low 4 bits of a uint32 (RNE, saturating at 6, sign kept)."""
+    bits = q.to(tl.uint32, bitcast=True)
+    sign = bits & 0x80000000
+    magnitude_bits = bits ^ sign
+    magnitude = magnitude_bits.to(tl.float32, bitcast=True)
+    # Adding 2**22 (fp32 ulp 0.5) rounds |q| < 1 to 0, 0.5 or 1.0 with the FPU's RNE.
+    denormal_code = (magnitude + 4194304.0).to(tl.uint32, bitcast=True) - (149 << 23)
+    # Rebias the exponent from 127 to 1, add half an ulp of the kept mantissa bit minus one,
+    # plus that bit itself so that ties go to even.
+    normal_code = (magnitude_bits + 0xC11FFFFF + ((magnitude_bits >> 22) & 1)) >> 22
+    code = tl.where(magnitude >= 6.0, 7, tl.where(magnitude < 1.0, denormal_code, normal_code))
+    return (code & 0xF) | (sign >> 28)
+
+
+@triton.jit
+def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    NUM_BLOCKS: tl.constexpr = BLOCK_K // 32
+    x = x.to(tl.float32).reshape(BLOCK_M, NUM_BLOCKS, 32)
+    magnitude = tl.abs(x)
+    # NaN is ignored in the block maximum on every backend (the interpreter's max would keep it).
+    magnitude = tl.where(magnitude == magnitude, magnitude, 0.0)
+    amax = tl.max(magnitude, axis=2, keep_dims=True)
+    scale, multiplier = _block_scale(amax)
+    codes = _e2m1_codes(x * multiplier).reshape(BLOCK_M, BLOCK_K // 2, 2)
+    low, high = tl.split(codes)
+    packed = (low | (high << 4)).to(tl.uint8)
+    return packed, scale.reshape(BLOCK_M, NUM_BLOCKS).to(tl.uint8)
+
+
+@triton.jit
+def quantize_test_kernel(x_ptr, codes_ptr, scales_ptr, M, K,
+                         BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """x fp32/bf16 [M, K] row-major -> codes uint8 [M, K/2], scales uint8 [M, K/32].
+
+    M % BLOCK_M == 0 and K % BLOCK_K == 0; grid (M / BLOCK_M, K / BLOCK_K).
+    """
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    x = tl.load(x_ptr + rows[:, None] * K + cols[None, :])
+    codes, scales = quantize_tile_mxfp4(x, BLOCK_M, BLOCK_K)
+    code_cols = tl.program_id(1) * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
+    scale_cols = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
+    tl.store(codes_ptr + rows[:, None] * (K // 2) + code_cols[None, :], codes)
+    tl.store(scales_ptr + rows[:, None] * (K // 32) + scale_cols[None, :], scales)

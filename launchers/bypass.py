@@ -1,0 +1,91 @@
+"""Bypass launches: call a compiled Triton kernel's own launch, skipping the JIT dispatch.
+
+`KernelLaunch(kernel, grid, options, sample_args)` compiles `kernel` once for the sample
+arguments (`JITFunction.warmup`) and keeps the closure `compiled[grid]`, the launch that
+`CompiledKernel.__getitem__` returns in Triton 3.3 through 3.9: it takes every kernel
+argument in signature order, constexprs included, and launches with no binding, no
+specialization and no cache lookup.
+
+The queue: that closure, called without its optional queue argument, asks Triton's driver
+for the current device and that device's current queue at every call, exactly as the JIT
+launch `kernel[grid](...)` does. So the work goes where the caller's torch context puts it
+(the runner's default queue, or any queue a user made current), and none of our code names
+or handles a queue.
+
+The compiled kernel is specialized on its sample arguments: integers equal to 1 or divisible
+by 16 and 16-byte-aligned pointers. Callers keep one KernelLaunch per set of integer
+arguments and use `aligned(...)` to send a call with a misaligned tensor to `standard`.
+
+Where the direct launch is unavailable (the interpreter, or a Triton whose internals differ)
+every call goes through the standard `kernel[grid](...)` launch, after a one-line notice.
+"""
+
+import sys
+
+import triton
+
+try:
+    from triton.runtime.interpreter import InterpretedFunction
+except ImportError:  # pragma: no cover - every supported Triton has it
+    InterpretedFunction = ()
+
+_ALIGNMENT = 16
+_notices_given = set()
+
+
+def notice_once(message: str) -> None:
+    """Print `message` on stderr the first time it is seen (a set of at most a few strings)."""
+    if message not in _notices_given:
+        _notices_given.add(message)
+        print(message, file=sys.stderr)
+
+
+def backend_options(backend: str, *, num_warps, num_stages, waves_per_eu, matrix_instr_nonkdim):
+    """Compile options for `backend`; the AMD-only ones raise on NVIDIA, so they go to HIP only."""
+    options = dict(num_warps=num_warps, num_stages=num_stages)
+    if backend == "hip":
+        options.update(waves_per_eu=waves_per_eu, matrix_instr_nonkdim=matrix_instr_nonkdim)
+    return options
+
+
+def aligned(*tensors) -> bool:
+    return all(t.data_ptr() % _ALIGNMENT == 0 for t in tensors)
+
+
+def _kernel_name(kernel) -> str:
+    return getattr(getattr(kernel, "fn", kernel), "__name__", str(kernel))
+
+
+class KernelLaunch:
+    """`kernel` at a fixed grid and options; `launch(*args)` with all arguments in order."""
+
+    def __init__(self, kernel, grid, options, sample_args):
+        self.kernel = kernel
+        self.grid = grid
+        self.options = options
+        self.direct = None
+        if isinstance(kernel, InterpretedFunction):
+            reason = "the Triton interpreter runs kernels itself"
+        else:
+            try:
+                compiled = kernel.warmup(*sample_args, grid=grid, **options)
+                self.direct = compiled[grid]
+                reason = None
+            except Exception as error:  # any internal-API mismatch means: use the JIT launch
+                reason = f"{type(error).__name__}: {error}".splitlines()[0]
+        if reason is not None:
+            notice_once(f"mxfp4-mm: standard Triton launch for {_kernel_name(kernel)} "
+                        f"(direct launch unavailable: {reason})")
+
+    @property
+    def is_direct(self) -> bool:
+        return self.direct is not None
+
+    def __call__(self, *args):
+        if self.direct is not None:
+            self.direct(*args)
+        else:
+            self.standard(*args)
+
+    def standard(self, *args):
+        self.kernel[self.grid](*args, **self.options)

@@ -1,0 +1,107 @@
+"""Per-arch, per-shape kernel configs: data, plus one heuristic for shapes not in the table.
+
+`config_for(arch, m, n, k)` is the lookup used by the launchers. Arch keys are Triton target
+names: "gfx950" (MI355X), "sm_90" (H100/H200); the interpreter uses the gfx950 table so that
+CPU tests run the production tiling. Reasoning behind the entries is in README.md ("Configs").
+"""
+
+from dataclasses import dataclass
+from typing import Optional
+
+import triton
+
+from kernels import formats
+
+TEST_SHAPES = ((8, 2112, 7168), (16, 3072, 1536), (64, 3072, 1536), (256, 2880, 512))
+BENCHMARK_SHAPES = ((4, 2880, 512), (16, 2112, 7168), (32, 4096, 512), (32, 2880, 512),
+                    (64, 7168, 2048), (256, 3072, 1536))
+TASK_SHAPES = TEST_SHAPES + BENCHMARK_SHAPES
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    split_k: int = 1                 # requested K splits; > 1 adds the reduce kernel
+    group_m: int = 1
+    num_warps: int = 4
+    num_stages: int = 1
+    cache_modifier: Optional[str] = None   # for the B and B-scale loads
+    waves_per_eu: int = 0            # HIP only
+    matrix_instr_nonkdim: int = 16   # HIP only
+    reduce_block_m: int = 16
+    reduce_block_n: int = 64
+
+    def __post_init__(self):
+        problems = []
+        if self.block_n % 32 or 256 % self.block_n:
+            problems.append(f"block_n={self.block_n} must be a multiple of 32 dividing 256")
+        if self.block_k % 256:
+            problems.append(f"block_k={self.block_k} must be a multiple of 256")
+        if self.block_m < 1 or self.block_m & (self.block_m - 1):
+            problems.append(f"block_m={self.block_m} must be a power of two")
+        if self.split_k < 1 or self.group_m < 1:
+            problems.append("split_k and group_m must be >= 1")
+        if self.cache_modifier not in (None, ".cg", ".ca", ".cv"):
+            problems.append(f"cache_modifier={self.cache_modifier!r} is not a load modifier")
+        if problems:
+            raise ValueError("bad GemmConfig: " + "; ".join(problems))
+
+    def splits_for(self, k: int) -> tuple:
+        """(number of splits actually launched, K elements per split) for this K."""
+        size = formats.pad_to(formats.cdiv(k, self.split_k), self.block_k)
+        return formats.cdiv(k, size), size
+
+
+_C = GemmConfig
+GEMM_CONFIGS = {
+    "gfx950": {
+        # tests
+        (8, 2112, 7168): _C(16, 128, 512, split_k=14, cache_modifier=".cg", waves_per_eu=1),
+        (16, 3072, 1536): _C(16, 64, 512, waves_per_eu=2),
+        (64, 3072, 1536): _C(16, 128, 256, num_stages=2, waves_per_eu=2),
+        (256, 2880, 512): _C(32, 128, 512, waves_per_eu=2),
+        # benchmarks
+        (4, 2880, 512): _C(16, 64, 512, waves_per_eu=2),
+        (16, 2112, 7168): _C(16, 128, 512, split_k=14, cache_modifier=".cg", waves_per_eu=1),
+        (32, 4096, 512): _C(32, 64, 512, waves_per_eu=2),
+        (32, 2880, 512): _C(32, 64, 512, waves_per_eu=2),
+        (64, 7168, 2048): _C(16, 128, 256, num_stages=2, cache_modifier=".cg", waves_per_eu=2),
+        (256, 3072, 1536): _C(16, 128, 256, num_stages=2, cache_modifier=".cg", waves_per_eu=2),
+    },
+    "sm_90": {
+        (8, 2112, 7168): _C(16, 128, 512, split_k=14, cache_modifier=".cg"),
+        (16, 3072, 1536): _C(16, 64, 512),
+        (64, 3072, 1536): _C(16, 128, 256, num_stages=2),
+        (256, 2880, 512): _C(32, 128, 512),
+        (4, 2880, 512): _C(16, 64, 512),
+        (16, 2112, 7168): _C(16, 128, 512, split_k=14, cache_modifier=".cg"),
+        (32, 4096, 512): _C(32, 64, 512),
+        (32, 2880, 512): _C(32, 64, 512),
+        (64, 7168, 2048): _C(16, 128, 256, num_stages=2, cache_modifier=".cg"),
+        (256, 3072, 1536): _C(16, 128, 256, num_stages=2, cache_modifier=".cg"),
+    },
+}
+GEMM_CONFIGS["interpreter"] = GEMM_CONFIGS["gfx950"]
+
+_TARGET_WORKGROUPS = 128
+
+
+def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
+    """A config for any shape: small M tiles, wide N tiles, split-K when the grid is small."""
+    block_m = min(max(16, triton.next_power_of_2(m)), 64)
+    block_n = 128 if n >= 2048 else 64
+    block_k = 512 if k % 512 == 0 else 256
+    tiles = formats.cdiv(m, block_m) * formats.cdiv(n, block_n)
+    k_tiles = formats.cdiv(k, block_k)
+    split_k = 1
+    if tiles < _TARGET_WORKGROUPS // 2 and k_tiles >= 4:
+        split_k = min(k_tiles, formats.cdiv(_TARGET_WORKGROUPS, tiles), 16)
+    return GemmConfig(block_m, block_n, block_k, split_k=split_k,
+                      num_stages=1 if k_tiles // split_k <= 1 else 2)
+
+
+def config_for(arch: str, m: int, n: int, k: int) -> GemmConfig:
+    table = GEMM_CONFIGS.get(arch, {})
+    return table.get((m, n, k)) or heuristic_config(m, n, k)
