@@ -1,0 +1,78 @@
+"""Check the submission against the reference on the task's shapes, on whatever is here.
+
+    python -m tools.check [--shapes tests|benchmarks|all|M,N,K ...] [--seeds N]
+
+With a GPU, custom_kernel runs compiled (the bypass launchers when available); without one,
+through the Triton interpreter (slow: about a minute for the four test shapes). Prints one
+line per shape and seed, then the config and launcher used per shape; exits 1 on any failure.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+SHAPE_SETS = ("tests", "benchmarks", "all")
+
+
+def parse_shapes(words):
+    from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
+    named = {"tests": TEST_SHAPES, "benchmarks": BENCHMARK_SHAPES, "all": TASK_SHAPES}
+    shapes = []
+    for word in words:
+        if word in named:
+            shapes.extend(named[word])
+            continue
+        try:
+            m, n, k = (int(x) for x in word.split(","))
+        except ValueError:
+            raise SystemExit(f"--shapes: expected one of {SHAPE_SETS} or M,N,K, got {word!r}")
+        shapes.append((m, n, k))
+    return shapes
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", default=["tests"])
+    parser.add_argument("--seeds", type=int, default=1, help="seeds per shape (default 1)")
+    args = parser.parse_args(argv)
+    shapes = parse_shapes(args.shapes)
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        print("no GPU: running through the Triton interpreter, which is slow", flush=True)
+    import reference
+    from launchers import launcher_for
+    from submission import custom_kernel
+
+    failures = 0
+    used = {}
+    for m, n, k in shapes:
+        for seed in range(args.seeds):
+            data = reference.generate_input(m, n, k, seed=1000 + 13 * seed)
+            start = time.perf_counter()
+            output = custom_kernel(data)
+            if output.is_cuda:
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - start
+            ok, message = reference.check_implementation(data, output)
+            failures += not ok
+            print(f"{m:>5} {n:>5} {k:>5} seed {1000 + 13 * seed:>5}: "
+                  f"{'pass' if ok else 'FAIL ' + message} ({seconds:.2f} s)", flush=True)
+        launcher = launcher_for(data[0], n)
+        used[(m, n, k)] = launcher
+    print("\nshape              launch    splits  config")
+    for (m, n, k), launcher in used.items():
+        kind = "direct" if launcher.is_direct else "standard"
+        print(f"{m:>5} {n:>5} {k:>5}  {kind:<9} {launcher.splits:>6}  {launcher.config}")
+    total = len(shapes) * args.seeds
+    print(f"\n{total - failures} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
