@@ -81,8 +81,8 @@ def compare(output, expected, rtol=RTOL, atol=ATOL) -> tuple:
     got, want = output.float(), expected.float()
     error = (got - want).abs()
     bad = ~(error <= atol + rtol * want.abs())
-    same_special = (torch.isnan(got) & torch.isnan(want)) | (torch.isinf(want) & (got == want))
-    bad &= ~same_special
+    bad = torch.where(torch.isinf(want), got != want, bad)
+    bad &= ~(torch.isnan(got) & torch.isnan(want))
     count = int(bad.sum())
     if count == 0:
         return True, ""

@@ -58,6 +58,14 @@ def scale_byte_and_multiplier(amax: torch.Tensor):
     return byte, multiplier_bits.view(torch.float32)
 
 
+def nan_ignoring_amax(blocks: torch.Tensor) -> torch.Tensor:
+    """max |x| over the last axis with Triton's maxnum semantics: NaN is ignored, unless the
+    whole block is NaN, which then gives +inf here (the same scale byte, 254, as NaN would)."""
+    magnitude = blocks.abs()
+    amax = torch.where(torch.isnan(magnitude), -1.0, magnitude).amax(dim=-1, keepdim=True)
+    return torch.where(amax < 0, float("inf"), amax)
+
+
 def e2m1_codes(q: torch.Tensor) -> torch.Tensor:
     """fp32 -> E2M1 code (uint8 0..15): round to nearest even, saturate at 6, sign kept."""
     bits = q.contiguous().view(torch.int32).to(torch.int64) & _U32
@@ -90,7 +98,7 @@ def quantize_mxfp4(x: torch.Tensor):
 
     codes uint8 [rows, K/2], scales uint8 [rows, cdiv(K, 32)]; K must be even. A K that is
     not a multiple of 32 is zero-padded, as aiter's masked load does. NaN is ignored in the
-    block maximum (Triton's max), and its code is whatever the bit recipe gives (2 or 3).
+    block maximum (Triton's max) and its code is whatever the bit recipe gives (2 or 3).
     """
     if x.dim() != 2 or x.shape[1] % 2:
         raise ValueError(f"quantize_mxfp4 expects a 2-D tensor with an even last dim, got {tuple(x.shape)}")
@@ -99,8 +107,7 @@ def quantize_mxfp4(x: torch.Tensor):
     xf = torch.zeros(rows, blocks * MX_BLOCK, dtype=torch.float32, device=x.device)
     xf[:, :k] = x.float()
     xf = xf.view(rows, blocks, MX_BLOCK)
-    magnitude = xf.abs()
-    amax = torch.where(torch.isnan(magnitude), 0.0, magnitude).amax(dim=-1, keepdim=True)
+    amax = nan_ignoring_amax(xf)
     byte, multiplier = scale_byte_and_multiplier(amax)
     codes = e2m1_codes(xf * multiplier).view(rows, blocks * MX_BLOCK)[:, :k]
     return pack_nibbles(codes), byte.view(rows, blocks)

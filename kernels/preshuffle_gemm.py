@@ -12,7 +12,7 @@ Output:
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). No load leaves its tensor: rows past
 M or N wrap onto valid rows (their results are masked at the store), and a ragged last K tile
 (EVEN_K False) is masked, its B scales replaced by 1.0 so that padding garbage cannot reach
-the sum. Requirements: BLOCK_N a multiple of 32 that divides 256, BLOCK_K a multiple of 256,
+the sum. Requirements: BLOCK_N a multiple of 32 that divides 256, BLOCK_K a power of two >= 256,
 SPLIT_K_SIZE a multiple of BLOCK_K, K % 64 == 0, N % 16 == 0.
 """
 

@@ -40,11 +40,18 @@ def _e2m1_codes(q):
 @triton.jit
 def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     NUM_BLOCKS: tl.constexpr = BLOCK_K // 32
-    x = x.to(tl.float32).reshape(BLOCK_M, NUM_BLOCKS, 32)
+    if x.dtype == tl.bfloat16:
+        # A shift is the exact bf16 -> fp32 conversion; the Triton 3.9 interpreter's cast
+        # mangles denormals, and the quantizer must be bit-exact everywhere.
+        x = (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    else:
+        x = x.to(tl.float32)
+    x = x.reshape(BLOCK_M, NUM_BLOCKS, 32)
+    # NaN is ignored in the block maximum unless the whole block is NaN (maxnum semantics, as
+    # formats.nan_ignoring_amax), written out because the interpreter's max keeps NaN.
     magnitude = tl.abs(x)
-    # NaN is ignored in the block maximum on every backend (the interpreter's max would keep it).
-    magnitude = tl.where(magnitude == magnitude, magnitude, 0.0)
-    amax = tl.max(magnitude, axis=2, keep_dims=True)
+    amax = tl.max(tl.where(magnitude == magnitude, magnitude, -1.0), axis=2, keep_dims=True)
+    amax = tl.where(amax < 0.0, float("inf"), amax)
     scale, multiplier = _block_scale(amax)
     codes = _e2m1_codes(x * multiplier).reshape(BLOCK_M, BLOCK_K // 2, 2)
     low, high = tl.split(codes)

@@ -37,8 +37,8 @@ class GemmConfig:
         problems = []
         if self.block_n % 32 or 256 % self.block_n:
             problems.append(f"block_n={self.block_n} must be a multiple of 32 dividing 256")
-        if self.block_k % 256:
-            problems.append(f"block_k={self.block_k} must be a multiple of 256")
+        if self.block_k < 256 or self.block_k & (self.block_k - 1):
+            problems.append(f"block_k={self.block_k} must be a power of two >= 256")
         if self.block_m < 1 or self.block_m & (self.block_m - 1):
             problems.append(f"block_m={self.block_m} must be a power of two")
         if self.split_k < 1 or self.group_m < 1:

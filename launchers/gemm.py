@@ -1,9 +1,13 @@
 """The launcher of one problem: C[M, N] = quantize(A) @ dequant(B)^T for fixed M, N, K.
 
-`GemmLauncher(config, backend, m, n, k, a_strides, device)` binds the GEMM kernel and, when
-the config splits K, the split-K reduce kernel, each as a KernelLaunch; calling it with
-(A, B_shuffle, B_scale_sh) allocates a fresh output and launches them in order.
+`launch_specs(config, backend, m, n, k, a_strides, device)` lists the kernels one call runs
+(the GEMM, then the split-K reduce when the config splits K) with their grids, compile
+options and sample arguments; tools cross-compile these same specs on the "meta" device.
+`GemmLauncher` binds each spec as a KernelLaunch; calling it with (A, B_shuffle, B_scale_sh)
+allocates a fresh output and launches the kernels in order.
 """
+
+from typing import NamedTuple
 
 import torch
 
@@ -14,67 +18,78 @@ from kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_k
 from launchers.bypass import KernelLaunch, aligned, backend_options
 from launchers.configs import GemmConfig
 
-_TENSOR_ARGS = 4  # gemm_arguments and reduce_arguments put their tensors first
+GEMM_TENSOR_ARGS = 4    # gemm_arguments puts (a, b, b_scales, c) first
+REDUCE_TENSOR_ARGS = 2  # reduce_arguments puts (partials, c) first
+
+
+class LaunchSpec(NamedTuple):
+    name: str
+    kernel: object
+    grid: tuple
+    options: dict
+    sample_args: tuple
+
+
+def _output(m, n, device):
+    return torch.empty((m, n), dtype=torch.bfloat16, device=device)
+
+
+def _gemm_output(m, n, splits, device):
+    if splits == 1:
+        return _output(m, n, device)
+    return torch.empty((splits, m, n), dtype=torch.float32, device=device)
+
+
+def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
+                 device) -> list:
+    splits, split_size = config.splits_for(k)
+    a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
+    b = torch.empty((n, k // 2), dtype=torch.uint8, device=device)
+    b_scales = torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8, device=device)
+    c = _gemm_output(m, n, splits, device)
+    gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, m, n, k,
+                               block_m=config.block_m, block_n=config.block_n,
+                               block_k=config.block_k, group_m=config.group_m, splits=splits,
+                               split_size=split_size, cache_modifier=config.cache_modifier)
+    specs = [LaunchSpec("gemm", preshuffle_gemm_kernel,
+                        gemm_grid(m, n, config.block_m, config.block_n, splits),
+                        backend_options(backend, num_warps=config.num_warps,
+                                        num_stages=config.num_stages,
+                                        waves_per_eu=config.waves_per_eu,
+                                        matrix_instr_nonkdim=config.matrix_instr_nonkdim),
+                        gemm_args)]
+    if splits > 1:
+        bm, bn = config.reduce_block_m, config.reduce_block_n
+        specs.append(LaunchSpec("reduce", splitk_reduce_kernel, reduce_grid(m, n, bm, bn),
+                                backend_options(backend, num_warps=4, num_stages=1,
+                                                waves_per_eu=0, matrix_instr_nonkdim=0),
+                                reduce_arguments(c, _output(m, n, device), m, n,
+                                                 block_m=bm, block_n=bn)))
+    return specs
 
 
 class GemmLauncher:
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
                  a_strides: tuple, device):
         self.config = config
-        self.m, self.n, self.k = m, n, k
-        self.device = device
-        self.splits, self.split_size = config.splits_for(k)
-        sample_a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
-        sample_b = torch.empty((n, k // 2), dtype=torch.uint8, device=device)
-        sample_scales = torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8,
-                                    device=device)
-        sample_c = self._gemm_output()
-        gemm_args = self._gemm_arguments(sample_a, weight_view(sample_b),
-                                         scales_view(sample_scales), sample_c)
-        self._gemm_constants = gemm_args[_TENSOR_ARGS:]
-        options = backend_options(backend, num_warps=config.num_warps,
-                                  num_stages=config.num_stages,
-                                  waves_per_eu=config.waves_per_eu,
-                                  matrix_instr_nonkdim=config.matrix_instr_nonkdim)
-        self.gemm = KernelLaunch(preshuffle_gemm_kernel,
-                                 gemm_grid(m, n, config.block_m, config.block_n, self.splits),
-                                 options, gemm_args)
+        self.m, self.n, self.device = m, n, device
+        self.splits, _ = config.splits_for(k)
+        specs = launch_specs(config, backend, m, n, k, a_strides, device)
+        gemm_spec = specs[0]
+        self.gemm = KernelLaunch(*gemm_spec[1:])
+        self._gemm_constants = gemm_spec.sample_args[GEMM_TENSOR_ARGS:]
         self.reduce = None
-        if self.splits > 1:
-            reduce_args = reduce_arguments(sample_c, self._output(), m, n,
-                                           block_m=config.reduce_block_m,
-                                           block_n=config.reduce_block_n)
-            self._reduce_constants = reduce_args[2:]
-            self.reduce = KernelLaunch(splitk_reduce_kernel,
-                                       reduce_grid(m, n, config.reduce_block_m,
-                                                   config.reduce_block_n),
-                                       backend_options(backend, num_warps=4, num_stages=1,
-                                                       waves_per_eu=0,
-                                                       matrix_instr_nonkdim=0),
-                                       reduce_args)
+        if len(specs) > 1:
+            self.reduce = KernelLaunch(*specs[1][1:])
+            self._reduce_constants = specs[1].sample_args[REDUCE_TENSOR_ARGS:]
 
     @property
     def is_direct(self) -> bool:
         return self.gemm.is_direct and (self.reduce is None or self.reduce.is_direct)
 
-    def _gemm_arguments(self, a, b, b_scales, c):
-        cfg = self.config
-        return gemm_arguments(a, b, b_scales, c, self.m, self.n, self.k,
-                              block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
-                              group_m=cfg.group_m, splits=self.splits,
-                              split_size=self.split_size, cache_modifier=cfg.cache_modifier)
-
-    def _output(self):
-        return torch.empty((self.m, self.n), dtype=torch.bfloat16, device=self.device)
-
-    def _gemm_output(self):
-        if self.splits == 1:
-            return self._output()
-        return torch.empty((self.splits, self.m, self.n), dtype=torch.float32, device=self.device)
-
     def __call__(self, a, b_shuffle, b_scale_sh):
         b, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
-        gemm_out = self._gemm_output()
+        gemm_out = _gemm_output(self.m, self.n, self.splits, self.device)
         gemm_args = (a, b, b_scales, gemm_out) + self._gemm_constants
         if aligned(a, b, b_scales):
             self.gemm(*gemm_args)
@@ -82,6 +97,6 @@ class GemmLauncher:
             self.gemm.standard(*gemm_args)
         if self.reduce is None:
             return gemm_out
-        out = self._output()
+        out = _output(self.m, self.n, self.device)
         self.reduce(gemm_out, out, *self._reduce_constants)
         return out

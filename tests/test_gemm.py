@@ -1,0 +1,220 @@
+"""End to end: custom_kernel and explicit GemmLauncher configs against the reference GEMM.
+
+Shapes cover M in {1, 4, 8, 16, 33, 64, 256}, ragged last N tiles (N % BLOCK_N != 0, also
+N % 32 != 0), ragged K (K not a multiple of BLOCK_K: EVEN_K False), split-K with even and
+uneven splits, grouped tile orders and every BLOCK_N, plus two full task shapes.
+"""
+
+import pytest
+import torch
+
+import reference
+from launchers import current_target, launcher_for
+from launchers.configs import GEMM_CONFIGS, GemmConfig
+from launchers.gemm import GemmLauncher
+from submission import custom_kernel
+
+
+def assert_correct(data, out):
+    m, n = data[0].shape[0], data[3].shape[0]
+    assert out.dtype == torch.bfloat16
+    assert tuple(out.shape) == (m, n)
+    assert out.device == data[0].device
+    ok, message = reference.check_implementation(data, out)
+    assert ok, message
+
+
+def run_config(config, data):
+    a, _, _, b_shuffle, b_scale_sh = data
+    m, k = a.shape
+    launcher = GemmLauncher(config, current_target(a.device)[0], m, b_shuffle.shape[0], k,
+                            a.stride(), a.device)
+    return launcher, launcher(a, b_shuffle, b_scale_sh)
+
+
+# ---------------------------------------------------------------------------------------
+# custom_kernel over a grid of shapes (the configs custom_kernel itself picks)
+# ---------------------------------------------------------------------------------------
+
+SHAPES = [
+    # (m, n, k)                  what the heuristic config makes of it
+    (1, 64, 64),                 # one tile, K shorter than BLOCK_K
+    (1, 208, 576),               # N % 32 != 0, ragged K
+    (1, 256, 2048),              # split-K 4, even
+    (4, 80, 320),                # N = 16 * 5, K = 320
+    (4, 192, 1344),              # split-K: 3 splits of 512, the last one ragged
+    (8, 128, 1024),
+    (8, 80, 2560),               # split-K 5 with BLOCK_K 512
+    (16, 192, 512),
+    (16, 448, 576),
+    (33, 208, 320),              # a ragged M tile (block_m 64)
+    (33, 512, 1024),
+    (64, 80, 640),
+    (64, 1024, 512),
+    (256, 192, 320),             # several M tiles
+    (256, 2880, 512),            # task shape: BLOCK_N 128 and N % 128 == 64
+]
+
+
+@pytest.mark.parametrize("m, n, k", SHAPES)
+def test_custom_kernel_matches_reference(device, m, n, k):
+    data = reference.generate_input(m, n, k, seed=m + n + k, device=device)
+    assert_correct(data, custom_kernel(data))
+
+
+@pytest.mark.parametrize("shape, splits", [((8, 2112, 7168), 14), ((16, 3072, 1536), 1)])
+def test_full_task_shape(device, shape, splits):
+    m, n, k = shape
+    data = reference.generate_input(m, n, k, seed=0, device=device)
+    launcher = launcher_for(data[0], n)
+    assert launcher.config == GEMM_CONFIGS["gfx950"][shape]
+    assert launcher.splits == splits and (launcher.reduce is None) == (splits == 1)
+    assert_correct(data, custom_kernel(data))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_several_seeds_of_a_task_shape(device, seed):
+    data = reference.generate_input(4, 2880, 512, seed=seed, device=device)
+    assert_correct(data, custom_kernel(data))
+
+
+# ---------------------------------------------------------------------------------------
+# Explicit configs
+# ---------------------------------------------------------------------------------------
+
+CONFIG_CASES = [
+    # single pass, every BLOCK_N, ragged N and K
+    ((16, 208, 576), GemmConfig(16, 32, 256)),
+    ((16, 192, 512), GemmConfig(16, 32, 512)),
+    ((8, 208, 1024), GemmConfig(16, 64, 512)),
+    ((33, 192, 320), GemmConfig(32, 128, 256)),
+    ((16, 192, 1536), GemmConfig(16, 128, 1024)),
+    ((8, 320, 512), GemmConfig(16, 256, 512)),
+    ((4, 272, 576), GemmConfig(16, 256, 256)),
+    ((64, 128, 256), GemmConfig(64, 128, 256, cache_modifier=".cg")),
+    ((3, 64, 512), GemmConfig(1, 64, 512)),
+    # split-K
+    ((8, 256, 1536), GemmConfig(16, 128, 512, split_k=2)),    # 2 x 1024: the last half empty
+    ((8, 192, 1536), GemmConfig(16, 64, 256, split_k=3)),     # 3 x 512
+    ((4, 208, 1344), GemmConfig(16, 64, 256, split_k=4)),     # 3 x 512, last one ragged
+    ((16, 256, 2048), GemmConfig(16, 64, 512, split_k=4)),    # 4 x 512
+    ((8, 80, 576), GemmConfig(16, 32, 256, split_k=3)),       # 3 x 256, the last one 64 wide
+    ((33, 320, 1024), GemmConfig(16, 256, 256, split_k=2, reduce_block_m=32, reduce_block_n=128)),
+    # grouped tile order over several M tiles
+    ((256, 192, 256), GemmConfig(16, 64, 256, group_m=2)),    # 16 x 3 tiles
+    ((80, 208, 512), GemmConfig(16, 64, 512, group_m=2)),     # 5 M tiles: the last group has 1
+    ((112, 192, 256), GemmConfig(16, 32, 256, group_m=3)),    # 7 M tiles in groups of 3, 3, 1
+    ((64, 192, 1024), GemmConfig(16, 128, 256, split_k=2, group_m=2)),
+    ((64, 128, 512), GemmConfig(16, 64, 512, group_m=8)),     # group_m > M tiles
+]
+
+
+def cdiv(a, b):
+    return -(-a // b)
+
+
+def expected_splits(config, k):
+    """K splits launched: K/split_k rounded up to whole BLOCK_K tiles, empty splits dropped."""
+    split_size = cdiv(cdiv(k, config.split_k), config.block_k) * config.block_k
+    return cdiv(k, split_size)
+
+
+@pytest.mark.parametrize("shape, config", CONFIG_CASES,
+                         ids=[f"{m}x{n}x{k}-bm{c.block_m}-bn{c.block_n}-bk{c.block_k}"
+                              f"-sk{c.split_k}-g{c.group_m}" for (m, n, k), c in CONFIG_CASES])
+def test_explicit_config_matches_reference(device, shape, config):
+    m, n, k = shape
+    data = reference.generate_input(m, n, k, seed=k + 3 * n + 7 * m, device=device)
+    launcher, out = run_config(config, data)
+    assert launcher.splits == expected_splits(config, k)
+    assert (launcher.reduce is None) == (launcher.splits == 1)
+    assert_correct(data, out)
+
+
+def test_split_k_and_single_pass_agree(device):
+    data = reference.generate_input(8, 128, 2048, seed=21, device=device)
+    _, single = run_config(GemmConfig(16, 64, 512), data)
+    _, split = run_config(GemmConfig(16, 64, 512, split_k=4), data)
+    assert reference.compare(split, single)[0]
+    assert_correct(data, split)
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs the kernel must handle
+# ---------------------------------------------------------------------------------------
+
+def test_strided_a(device):
+    """A is a column slice of a wider tensor: row stride != K."""
+    m, n, k = 16, 192, 576
+    data = reference.generate_input(m, n, k, seed=31, device=device)
+    wide = torch.zeros((m, k + 128), dtype=torch.bfloat16, device=device)
+    wide[:, 64:64 + k] = data[0]
+    a = wide[:, 64:64 + k]
+    assert a.stride() == (k + 128, 1)
+    assert_correct(data, custom_kernel((a,) + data[1:]))
+
+
+def test_misaligned_a(device):
+    """A starts 2 bytes into its storage: not 16-byte aligned."""
+    m, n, k = 8, 128, 512
+    data = reference.generate_input(m, n, k, seed=32, device=device)
+    flat = torch.zeros(m * k + 1, dtype=torch.bfloat16, device=device)
+    flat[1:] = data[0].flatten()
+    a = flat[1:].view(m, k)
+    assert a.data_ptr() % 16 != 0
+    assert_correct(data, custom_kernel((a,) + data[1:]))
+
+
+def test_m_zero_returns_an_empty_output(device):
+    data = reference.generate_input(0, 192, 512, seed=0, device=device)
+    out = custom_kernel(data)
+    assert out.dtype == torch.bfloat16
+    assert tuple(out.shape) == (0, 192)
+    assert out.device == data[0].device
+
+
+# ---------------------------------------------------------------------------------------
+# Output ownership, and a check that can fail
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(16, 192, 512), (4, 256, 2048)])   # single pass, split-K
+def test_outputs_are_never_overwritten_by_a_later_call(device, shape):
+    m, n, k = shape
+    first_data = reference.generate_input(m, n, k, seed=41, device=device)
+    second_data = reference.generate_input(m, n, k, seed=42, device=device)
+    first = custom_kernel(first_data)
+    first_copy = first.clone()
+    second = custom_kernel(second_data)
+    assert torch.equal(first.view(torch.int16), first_copy.view(torch.int16))
+    assert first.untyped_storage().data_ptr() != second.untyped_storage().data_ptr()
+    assert not torch.equal(first, second)
+    assert_correct(first_data, first)
+    assert_correct(second_data, second)
+
+
+def test_same_input_twice_gives_the_same_bits_in_new_tensors(device):
+    data = reference.generate_input(8, 208, 1344, seed=43, device=device)
+    first, second = custom_kernel(data), custom_kernel(data)
+    assert torch.equal(first.view(torch.int16), second.view(torch.int16))
+    assert first.untyped_storage().data_ptr() != second.untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("shape", [(16, 192, 512), (4, 256, 2048)])
+def test_a_corrupted_weight_fails_the_check(device, shape):
+    m, n, k = shape
+    data = reference.generate_input(m, n, k, seed=51, device=device)
+    b_shuffle = data[3].view(torch.uint8).clone()
+    b_shuffle[:16] ^= 0x88          # negate every weight of rows 0..15 (both nibbles' sign bits)
+    b_shuffle[40, ::7] ^= 0x35      # and scramble some codes of rows 32..47
+    corrupted = data[:3] + (b_shuffle.view(data[3].dtype),) + data[4:]
+    ok, message = reference.check_implementation(data, custom_kernel(corrupted))
+    assert not ok and "elements mismatch" in message
+
+
+def test_a_corrupted_scale_fails_the_check(device):
+    m, n, k = 16, 192, 512
+    data = reference.generate_input(m, n, k, seed=52, device=device)
+    scales = data[4].view(torch.uint8).clone()
+    scales[0, :4] += 3               # some scales of the first rows x 8
+    corrupted = data[:4] + (scales.view(data[4].dtype),)
+    assert not reference.check_implementation(data, custom_kernel(corrupted))[0]

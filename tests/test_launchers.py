@@ -1,0 +1,236 @@
+"""Configs, config lookup, launch options, the bypass launch and the launcher cache."""
+
+import itertools
+from collections import OrderedDict
+
+import pytest
+import torch
+
+import launchers
+from launchers import bypass, configs
+from launchers.configs import GEMM_CONFIGS, TASK_SHAPES, GemmConfig, config_for, heuristic_config
+from launchers.gemm import GemmLauncher
+
+ARCHES = ("gfx950", "sm_90")
+
+
+def assert_valid(config: GemmConfig, k: int):
+    """The kernel's constraints on a config, and on the splits it gives for this K."""
+    assert config.block_n % 32 == 0 and 256 % config.block_n == 0
+    assert config.block_k % 256 == 0
+    assert config.block_k & (config.block_k - 1) == 0     # tl.arange(0, BLOCK_K)
+    assert config.block_m >= 1 and config.block_m & (config.block_m - 1) == 0
+    assert config.split_k >= 1 and config.group_m >= 1
+    splits, size = config.splits_for(k)
+    assert 1 <= splits <= config.split_k
+    assert size % config.block_k == 0
+    # Every split is non-empty and together they cover K.
+    assert (splits - 1) * size < k <= splits * size
+
+
+# ---------------------------------------------------------------------------------------
+# The per-arch tables
+# ---------------------------------------------------------------------------------------
+
+def test_task_shapes_are_the_ten_distinct_task_shapes():
+    assert len(TASK_SHAPES) == 10 and len(set(TASK_SHAPES)) == 10
+    for m, n, k in TASK_SHAPES:
+        assert n % 16 == 0 and k % 64 == 0
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_every_arch_table_covers_every_task_shape(arch):
+    assert set(GEMM_CONFIGS[arch]) == set(TASK_SHAPES)
+
+
+@pytest.mark.parametrize("arch, shape", list(itertools.product(ARCHES, TASK_SHAPES)))
+def test_table_configs_obey_the_kernel_constraints(arch, shape):
+    assert_valid(GEMM_CONFIGS[arch][shape], shape[2])
+
+
+def test_interpreter_uses_the_gfx950_table():
+    assert GEMM_CONFIGS["interpreter"] is GEMM_CONFIGS["gfx950"]
+
+
+@pytest.mark.parametrize("block_k, split_k, k, want", [
+    (512, 1, 512, (1, 512)),
+    (512, 1, 576, (1, 1024)),
+    (512, 14, 7168, (14, 512)),
+    (512, 2, 1536, (2, 1024)),     # the second split is half empty
+    (256, 3, 1536, (3, 512)),
+    (256, 4, 1344, (3, 512)),      # fewer splits than requested
+    (256, 3, 576, (3, 256)),       # the last split holds 64 of K
+    (256, 16, 320, (2, 256)),      # never more splits than K tiles
+    (512, 16, 64, (1, 512)),
+])
+def test_splits_for(block_k, split_k, k, want):
+    config = GemmConfig(16, 64, block_k, split_k=split_k)
+    assert config.splits_for(k) == want
+    assert_valid(config, k)
+
+
+# ---------------------------------------------------------------------------------------
+# GemmConfig validation
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs", [
+    dict(block_n=48), dict(block_n=16), dict(block_n=512), dict(block_n=96),
+    dict(block_k=128), dict(block_k=384), dict(block_k=64),
+    dict(block_m=24), dict(block_m=0), dict(block_m=-16),
+    dict(split_k=0), dict(group_m=0),
+    dict(cache_modifier=".xx"), dict(cache_modifier="cg"),
+    # The kernel's tl.arange(0, BLOCK_K) needs a power of two.
+    dict(block_k=768),
+])
+def test_gemm_config_rejects_bad_values(kwargs):
+    values = dict(block_m=16, block_n=64, block_k=512) | kwargs
+    with pytest.raises(ValueError, match="bad GemmConfig"):
+        GemmConfig(**values)
+
+
+@pytest.mark.parametrize("block_m, block_n, block_k, cache_modifier", [
+    (1, 32, 256, None), (16, 64, 512, ".cg"), (32, 128, 2048, ".ca"), (64, 256, 1024, ".cv"),
+])
+def test_gemm_config_accepts_good_values(block_m, block_n, block_k, cache_modifier):
+    GemmConfig(block_m, block_n, block_k, cache_modifier=cache_modifier)
+
+
+# ---------------------------------------------------------------------------------------
+# heuristic_config and config_for
+# ---------------------------------------------------------------------------------------
+
+HEURISTIC_M = (1, 2, 7, 16, 33, 100, 256, 1000, 4096)
+HEURISTIC_N = (64, 80, 192, 1024, 2048, 2880, 8192)
+HEURISTIC_K = (64, 320, 512, 1344, 2048, 7168, 8192)
+
+
+@pytest.mark.parametrize("m", HEURISTIC_M)
+def test_heuristic_config_is_valid_for_a_grid_of_shapes(m):
+    for n, k in itertools.product(HEURISTIC_N, HEURISTIC_K):
+        assert_valid(heuristic_config(m, n, k), k)
+
+
+@pytest.mark.parametrize("shape", [(1, 512, 8192), (1, 64, 8192), (8, 2112, 7168), (4, 256, 4096)])
+def test_heuristic_splits_k_when_the_grid_is_small_and_k_is_big(shape):
+    m, n, k = shape
+    config = heuristic_config(m, n, k)
+    assert config.split_k > 1 and config.splits_for(k)[0] > 1
+
+
+@pytest.mark.parametrize("shape", [(4096, 8192, 8192), (256, 8192, 512), (1, 512, 512)])
+def test_heuristic_does_not_split_a_big_grid_or_a_short_k(shape):
+    assert heuristic_config(*shape).splits_for(shape[2])[0] == 1
+
+
+@pytest.mark.parametrize("arch", ARCHES + ("interpreter",))
+@pytest.mark.parametrize("shape", TASK_SHAPES)
+def test_config_for_returns_the_table_entry_for_a_task_shape(arch, shape):
+    assert config_for(arch, *shape) is GEMM_CONFIGS[arch][shape]
+
+
+@pytest.mark.parametrize("arch", ARCHES + ("interpreter", "gfx942", "sm_100"))
+@pytest.mark.parametrize("shape", [(5, 2880, 512), (8, 2112, 7680), (1, 512, 8192)])
+def test_config_for_uses_the_heuristic_for_other_shapes(arch, shape):
+    assert config_for(arch, *shape) == heuristic_config(*shape)
+
+
+# ---------------------------------------------------------------------------------------
+# bypass: backend options, notices, direct launch
+# ---------------------------------------------------------------------------------------
+
+AMD_ONLY = {"waves_per_eu", "matrix_instr_nonkdim"}
+
+
+@pytest.mark.parametrize("backend", ["hip", "cuda", "interpreter"])
+def test_backend_options_keep_amd_only_keys_for_hip(backend):
+    options = bypass.backend_options(backend, num_warps=8, num_stages=2, waves_per_eu=1,
+                                     matrix_instr_nonkdim=16)
+    assert options["num_warps"] == 8 and options["num_stages"] == 2
+    if backend == "hip":
+        assert options["waves_per_eu"] == 1 and options["matrix_instr_nonkdim"] == 16
+    else:
+        assert not AMD_ONLY & set(options)
+
+
+def test_notice_once_prints_a_message_once_on_stderr(capsys):
+    message = "mxfp4-mm test: a notice only this test gives"
+    bypass.notice_once(message)
+    bypass.notice_once(message)
+    captured = capsys.readouterr()
+    assert captured.err == message + "\n"
+    assert captured.out == ""
+    bypass.notice_once(message)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.skipif(not launchers.interpreting(), reason="only the interpreter has no direct launch")
+@pytest.mark.parametrize("config", [GemmConfig(16, 64, 512), GemmConfig(16, 128, 512, split_k=4)])
+def test_interpreter_launches_are_not_direct(device, config):
+    launcher = GemmLauncher(config, "interpreter", 16, 256, 2048, (2048, 1), torch.device(device))
+    assert not launcher.gemm.is_direct
+    assert (launcher.reduce is None) == (config.split_k == 1)
+    assert launcher.reduce is None or not launcher.reduce.is_direct
+    assert not launcher.is_direct
+
+
+def test_aligned():
+    storage = torch.zeros(64, dtype=torch.uint8)
+    assert bypass.aligned(storage, storage[16:], storage[32:])
+    assert not bypass.aligned(storage, storage[1:])
+
+
+# ---------------------------------------------------------------------------------------
+# launcher_for and its cache
+# ---------------------------------------------------------------------------------------
+
+@pytest.fixture
+def empty_cache(monkeypatch):
+    """A fresh, empty launcher cache for one test; the module's own cache is left as it was."""
+    monkeypatch.setattr(launchers, "_launchers", OrderedDict())
+
+
+def a_of(m, k, device, transposed=False):
+    if transposed:
+        return torch.empty((k, m), dtype=torch.bfloat16, device=device).t()
+    return torch.empty((m, k), dtype=torch.bfloat16, device=device)
+
+
+def test_launcher_for_reuses_the_launcher_of_a_shape_and_strides(device, empty_cache):
+    first = launchers.launcher_for(a_of(16, 512, device), 256)
+    assert launchers.launcher_for(a_of(16, 512, device), 256) is first
+    assert launchers.cached_launcher_count() == 1
+    assert launchers.launcher_for(a_of(16, 512, device, transposed=True), 256) is not first
+    assert launchers.launcher_for(a_of(16, 512, device), 512) is not first
+    assert launchers.launcher_for(a_of(32, 512, device), 256) is not first
+    assert launchers.launcher_for(a_of(16, 1024, device), 256) is not first
+    assert launchers.cached_launcher_count() == 5
+
+
+def test_launcher_for_uses_the_config_of_its_shape(device, empty_cache):
+    for shape in (TASK_SHAPES[0], TASK_SHAPES[1], (5, 208, 576)):
+        m, n, k = shape
+        launcher = launchers.launcher_for(a_of(m, k, device), n)
+        assert launcher.config == config_for(launchers.current_target(device)[1], *shape)
+        assert (launcher.m, launcher.n) == (m, n)
+
+
+def test_launcher_cache_is_bounded_and_evicts_the_least_recently_used(device, empty_cache,
+                                                                      monkeypatch):
+    monkeypatch.setattr(launchers, "LAUNCHER_CACHE_CAPACITY", 2)
+    a1, a2, a3 = a_of(1, 256, device), a_of(2, 256, device), a_of(3, 256, device)
+    first = launchers.launcher_for(a1, 64)
+    second = launchers.launcher_for(a2, 64)
+    assert launchers.launcher_for(a1, 64) is first         # a1 is now the most recent
+    third = launchers.launcher_for(a3, 64)                  # evicts a2, the least recent
+    assert launchers.cached_launcher_count() <= 2
+    assert launchers.launcher_for(a1, 64) is first
+    assert launchers.launcher_for(a3, 64) is third
+    assert launchers.launcher_for(a2, 64) is not second     # rebuilt: it had been evicted
+    assert launchers.cached_launcher_count() <= 2
+    for m in range(4, 20):
+        launchers.launcher_for(a_of(m, 256, device), 64)
+        assert launchers.cached_launcher_count() <= 2
+
+
+def test_default_cache_capacity_is_positive():
+    assert launchers.LAUNCHER_CACHE_CAPACITY >= len(TASK_SHAPES)
