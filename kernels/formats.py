@@ -109,8 +109,62 @@ def quantize_mxfp4(x: torch.Tensor):
     xf = xf.view(rows, blocks, MX_BLOCK)
     amax = nan_ignoring_amax(xf)
     byte, multiplier = scale_byte_and_multiplier(amax)
-    codes = e2m1_codes(xf * multiplier).view(rows, blocks * MX_BLOCK)[:, :k]
+    codes = e2m1_codes(scaled_block(xf, multiplier)).view(rows, blocks * MX_BLOCK)[:, :k]
     return pack_nibbles(codes), byte.view(rows, blocks)
+
+
+def scaled_block(x: torch.Tensor, multiplier: torch.Tensor) -> torch.Tensor:
+    """x * multiplier in fp32, where a NaN keeps its own payload, quieted (as AMD's multiply
+    does; the recipe's code for a NaN depends on those bits)."""
+    quieted = (x.contiguous().view(torch.int32) | 0x400000).view(torch.float32)
+    return torch.where(torch.isnan(x), quieted, x * multiplier)
+
+
+def condition_for_cvt(q: torch.Tensor) -> torch.Tensor:
+    """Torch twin of kernels.quantize._condition_for_cvt (tests hold them equal bit for bit).
+
+    Maps pre-scaled q into what v_cvt_scalef32_pk_fp4_f32 documents: NaN -> +-1.5 or +-2.0
+    (the recipe's code 3 or 4 for a quiet NaN, by mantissa bit 21), +-inf -> +-6, and
+    |q| <= 0.25 (-0 and denormals included) -> +0.
+    """
+    bits = q.contiguous().view(torch.int32)
+    nan_value = torch.where((bits & 0x200000) != 0, 2.0, 1.5)
+    nan_value = torch.where(bits < 0, -nan_value, nan_value)
+    q = torch.where(torch.isnan(q), nan_value, q).clamp(-6.0, 6.0)
+    return torch.where(q.abs() <= 0.25, 0.0, q)
+
+
+def cvt_scalef32_pk_fp4_f32_model(src0: torch.Tensor, src1: torch.Tensor,
+                                  scale: torch.Tensor) -> torch.Tensor:
+    """Model of gfx950 `v_cvt_scalef32_pk_fp4_f32` (task.md): the byte it writes, as uint8.
+
+    code = E2M1(x / 2**(exponent(scale) - 127)), round to nearest even, saturating at +-6;
+    src0 -> low nibble, src1 -> high nibble; only the exponent field of scale is used.
+    Written from the definition (a nearest-value search in float64), not from the bit recipe.
+    Raises ValueError on inputs whose conversion the ISA leaves undocumented: NaN, +-inf,
+    -0 and denormals.
+    """
+    exponent = (scale.contiguous().view(torch.int32) >> 23) & 0xFF
+    divisor = torch.pow(2.0, exponent.double() - 127)
+    return pack_nibbles(torch.stack((_model_e2m1(src0, divisor), _model_e2m1(src1, divisor)),
+                                    dim=-1).flatten(-2))
+
+
+def _model_e2m1(x: torch.Tensor, divisor: torch.Tensor) -> torch.Tensor:
+    bits = x.contiguous().view(torch.int32)
+    undocumented = (~torch.isfinite(x) | (bits == -0x80000000)
+                    | ((x != 0) & (x.abs() < torch.finfo(torch.float32).tiny)))
+    if bool(undocumented.any()):
+        raise ValueError("v_cvt_scalef32_pk_fp4_f32 model: input has NaN, inf, -0 or denormals")
+    y = x.double() / divisor
+    grid = torch.tensor(E2M1_VALUES[:8], dtype=torch.float64)
+    magnitude = y.abs().clamp(max=6.0)
+    distance = (magnitude[..., None] - grid).abs()
+    nearest = distance.min(dim=-1, keepdim=True).values
+    candidates = distance == nearest              # one index, or two at a tie
+    even = candidates & (torch.arange(8) % 2 == 0)
+    code = torch.where(even.any(-1), even.int().argmax(-1), candidates.int().argmax(-1))
+    return (code | torch.where(y < 0, 8, 0)).to(torch.uint8)
 
 
 def e8m0_to_f32(scales: torch.Tensor) -> torch.Tensor:

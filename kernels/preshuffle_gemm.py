@@ -9,6 +9,7 @@ Output:
   SPLIT_K  > 1: c fp32 [SPLIT_K, M, N] partial sums over the K ranges
                 [s*SPLIT_K_SIZE, (s+1)*SPLIT_K_SIZE), summed by kernels.splitk_reduce.
 
+A is quantized by kernels.quantize (HW_CVT: the gfx950 instruction, else the software recipe).
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). No load leaves its tensor: rows past
 M or N wrap onto valid rows (their results are masked at the store), and a ragged last K tile
 (EVEN_K False) is masked, its B scales replaced by 1.0 so that padding garbage cannot reach
@@ -60,7 +61,7 @@ def preshuffle_gemm_kernel(
     stride_cs, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, SPLIT_K_SIZE: tl.constexpr,
-    EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr,
+    EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr, HW_CVT: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = pid % SPLIT_K
@@ -93,7 +94,7 @@ def preshuffle_gemm_kernel(
                         cache_modifier=CACHE_MODIFIER)
             bs = tl.load(bs_ptrs, mask=(k0 // 32 + groups_bs)[None, :] < K // 32, other=127,
                          cache_modifier=CACHE_MODIFIER)
-        a_codes, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K)
+        a_codes, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, HW_CVT)
         acc = tl.dot_scaled(a_codes, a_scales, "e2m1",
                             _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K),
                             _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)
@@ -127,11 +128,11 @@ def gemm_grid(m: int, n: int, block_m: int, block_n: int, splits: int) -> tuple:
 
 
 def gemm_arguments(a, b, b_scales, c, m, n, k, *, block_m, block_n, block_k, group_m,
-                   splits, split_size, cache_modifier):
+                   splits, split_size, cache_modifier, hw_cvt=False):
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
     b and b_scales are the 2-D views of weight_view and scales_view; c is [M, N] bf16 when
-    splits == 1, else [splits, M, N] fp32.
+    splits == 1, else [splits, M, N] fp32. hw_cvt selects the gfx950 hardware quantizer.
     """
     stride_cs = c.stride(0) if splits > 1 else 0
     stride_cm, stride_cn = c.stride()[-2:]
@@ -139,4 +140,4 @@ def gemm_arguments(a, b, b_scales, c, m, n, k, *, block_m, block_n, block_k, gro
             a.stride(0), a.stride(1), b.stride(0), b_scales.stride(0),
             stride_cs, stride_cm, stride_cn,
             block_m, block_n, block_k, group_m, splits, split_size,
-            k % split_size == 0, cache_modifier)
+            k % split_size == 0, cache_modifier, hw_cvt)

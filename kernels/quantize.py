@@ -1,14 +1,22 @@
 """In-register MXFP4 quantization of a tile, bit-exact with kernels.formats.quantize_mxfp4.
 
-`quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K]) -> (codes uint8 [BLOCK_M, BLOCK_K/2],
+`quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K], HW_CVT) -> (codes uint8 [BLOCK_M, BLOCK_K/2],
 scales uint8 [BLOCK_M, BLOCK_K/32])`: per row, each run of 32 elements along K is one MX
 block. The scale byte is computed with integer exponent math (no float->uint8 cast, which
-saturates negatives on NVIDIA), the codes by the round-to-nearest-even bit recipe of
-aiter's _mxfp4_quant_op. `quantize_test_kernel` runs it on a plain [rows, K] tensor.
+saturates negatives on NVIDIA) and scales the block by an exact power of two. The codes come
+from one of two quantizers, chosen by the constexpr HW_CVT:
+  - software (every backend): the round-to-nearest-even bit recipe of aiter's _mxfp4_quant_op;
+  - hardware (gfx950 only): `v_cvt_scalef32_pk_fp4_f32` with scale 1.0 on the pre-scaled
+    values, after `_condition_for_cvt` has replaced every input whose conversion the ISA
+    does not document (NaN, +-inf, -0, denormals) by one that gives the same GEMM result.
+`quantize_test_kernel` runs the quantizer on a plain [rows, K] tensor, `condition_test_kernel`
+the conditioning alone (the interpreter cannot run inline asm).
 """
 
 import triton
 import triton.language as tl
+
+CVT_FP4_ASM = tl.constexpr("v_cvt_scalef32_pk_fp4_f32 $0, $1, $2, $3")
 
 
 @triton.jit
@@ -38,7 +46,34 @@ def _e2m1_codes(q):
 
 
 @triton.jit
-def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+def _condition_for_cvt(q):
+    """Pre-scaled q -> a value in [-6, -0.25) U {+0} U (0.25, 6] with the software code's value.
+
+    NaN becomes +-1.5 or +-2.0 (the codes 3 or 4 that the bit recipe gives a quiet NaN, picked
+    by mantissa bit 21); +-inf clamps to +-6 (code 7); |q| <= 0.25, -0 and denormals included,
+    becomes +0: code 0 where the software path may give 8 (-0), which changes no product sum.
+    """
+    bits = q.to(tl.uint32, bitcast=True)
+    nan_value = tl.where((bits & 0x200000) != 0, 2.0, 1.5)
+    nan_value = tl.where((bits & 0x80000000) != 0, -nan_value, nan_value)
+    q = tl.where(q != q, nan_value, q)
+    q = tl.minimum(tl.maximum(q, -6.0), 6.0)
+    return tl.where(tl.abs(q) <= 0.25, 0.0, q)
+
+
+@triton.jit
+def _cvt_pack_fp4(low, high):
+    """Two conditioned fp32 tiles -> bytes low | high << 4, by the gfx950 conversion at scale 1.0."""
+    packed = tl.inline_asm_elementwise(CVT_FP4_ASM, "=v,v,v,v",
+                                       [low, high, tl.full(low.shape, 1.0, tl.float32)],
+                                       dtype=tl.uint32, is_pure=True, pack=1)
+    # The instruction writes one byte of its destination; the others are undefined here.
+    return (packed & 0xFF).to(tl.uint8)
+
+
+@triton.jit
+def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                        HW_CVT: tl.constexpr = False):
     NUM_BLOCKS: tl.constexpr = BLOCK_K // 32
     if x.dtype == tl.bfloat16:
         # A shift is the exact bf16 -> fp32 conversion; the Triton 3.9 interpreter's cast
@@ -53,15 +88,23 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     amax = tl.max(tl.where(magnitude == magnitude, magnitude, -1.0), axis=2, keep_dims=True)
     amax = tl.where(amax < 0.0, float("inf"), amax)
     scale, multiplier = _block_scale(amax)
-    codes = _e2m1_codes(x * multiplier).reshape(BLOCK_M, BLOCK_K // 2, 2)
-    low, high = tl.split(codes)
-    packed = (low | (high << 4)).to(tl.uint8)
+    q = x * multiplier
+    # A NaN keeps its own payload, quieted, as AMD's multiply does; NVIDIA's would not.
+    x_bits = x.to(tl.uint32, bitcast=True)
+    q = tl.where(x != x, (x_bits | 0x400000).to(tl.float32, bitcast=True), q)
+    if HW_CVT:
+        low, high = tl.split(_condition_for_cvt(q).reshape(BLOCK_M, BLOCK_K // 2, 2))
+        packed = _cvt_pack_fp4(low, high)
+    else:
+        low, high = tl.split(_e2m1_codes(q).reshape(BLOCK_M, BLOCK_K // 2, 2))
+        packed = (low | (high << 4)).to(tl.uint8)
     return packed, scale.reshape(BLOCK_M, NUM_BLOCKS).to(tl.uint8)
 
 
 @triton.jit
 def quantize_test_kernel(x_ptr, codes_ptr, scales_ptr, M, K,
-                         BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+                         BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                         HW_CVT: tl.constexpr = False):
     """x fp32/bf16 [M, K] row-major -> codes uint8 [M, K/2], scales uint8 [M, K/32].
 
     M % BLOCK_M == 0 and K % BLOCK_K == 0; grid (M / BLOCK_M, K / BLOCK_K).
@@ -69,8 +112,15 @@ def quantize_test_kernel(x_ptr, codes_ptr, scales_ptr, M, K,
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     x = tl.load(x_ptr + rows[:, None] * K + cols[None, :])
-    codes, scales = quantize_tile_mxfp4(x, BLOCK_M, BLOCK_K)
+    codes, scales = quantize_tile_mxfp4(x, BLOCK_M, BLOCK_K, HW_CVT)
     code_cols = tl.program_id(1) * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
     scale_cols = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
     tl.store(codes_ptr + rows[:, None] * (K // 2) + code_cols[None, :], codes)
     tl.store(scales_ptr + rows[:, None] * (K // 32) + scale_cols[None, :], scales)
+
+
+@triton.jit
+def condition_test_kernel(q_ptr, out_ptr, BLOCK: tl.constexpr):
+    """out fp32 [n] = _condition_for_cvt(q fp32 [n]); n % BLOCK == 0, grid (n / BLOCK,)."""
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, _condition_for_cvt(tl.load(q_ptr + offsets)))

@@ -1,7 +1,8 @@
 """Config lookup and launcher cache: (A, B_shuffle, B_scale_sh) -> the GemmLauncher to run.
 
 `launcher_for(a, n)` returns the launcher for the current target and this problem, built on
-first use and kept in a bounded LRU cache keyed by (target, device, M, N, K, A strides).
+first use and kept in a bounded LRU cache keyed by (target, device, M, N, K, A strides); on
+gfx950 it uses the hardware quantizer once the self-check (launchers.selfcheck) has passed.
 `prewarm(shapes)` builds and runs the launchers of the given shapes once, so that the first
 timed call compiles and loads nothing.
 """
@@ -16,6 +17,7 @@ import triton
 from kernels import formats
 from launchers.configs import TASK_SHAPES, config_for
 from launchers.gemm import GemmLauncher
+from launchers.selfcheck import hardware_quantizer_ok
 
 LAUNCHER_CACHE_CAPACITY = 64
 _launchers = OrderedDict()
@@ -46,7 +48,9 @@ def launcher_for(a, n: int) -> GemmLauncher:
     key = (arch, str(a.device), m, n, k, a.stride())
     launcher = _launchers.get(key)
     if launcher is None:
-        launcher = GemmLauncher(config_for(arch, m, n, k), backend, m, n, k, a.stride(), a.device)
+        hw_cvt = hardware_quantizer_ok(arch, backend, str(a.device))
+        launcher = GemmLauncher(config_for(arch, m, n, k), backend, m, n, k, a.stride(),
+                                a.device, hw_cvt)
         _launchers[key] = launcher
         if len(_launchers) > LAUNCHER_CACHE_CAPACITY:
             _launchers.popitem(last=False)

@@ -4,7 +4,8 @@
 (the GEMM, then the split-K reduce when the config splits K) with their grids, compile
 options and sample arguments; tools cross-compile these same specs on the "meta" device.
 `GemmLauncher` binds each spec as a KernelLaunch; calling it with (A, B_shuffle, B_scale_sh)
-allocates a fresh output and launches the kernels in order.
+allocates a fresh output and launches the kernels in order. hw_cvt selects the gfx950
+hardware quantizer (launchers.selfcheck decides whether it may be used).
 """
 
 from typing import NamedTuple
@@ -41,7 +42,7 @@ def _gemm_output(m, n, splits, device):
 
 
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
-                 device) -> list:
+                 device, hw_cvt: bool = False) -> list:
     splits, split_size = config.splits_for(k)
     a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
     b = torch.empty((n, k // 2), dtype=torch.uint8, device=device)
@@ -50,7 +51,8 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
     gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, m, n, k,
                                block_m=config.block_m, block_n=config.block_n,
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
-                               split_size=split_size, cache_modifier=config.cache_modifier)
+                               split_size=split_size, cache_modifier=config.cache_modifier,
+                               hw_cvt=hw_cvt)
     specs = [LaunchSpec("gemm", preshuffle_gemm_kernel,
                         gemm_grid(m, n, config.block_m, config.block_n, splits),
                         backend_options(backend, num_warps=config.num_warps,
@@ -70,11 +72,12 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
 
 class GemmLauncher:
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
-                 a_strides: tuple, device):
+                 a_strides: tuple, device, hw_cvt: bool = False):
         self.config = config
+        self.hw_cvt = hw_cvt
         self.m, self.n, self.device = m, n, device
         self.splits, _ = config.splits_for(k)
-        specs = launch_specs(config, backend, m, n, k, a_strides, device)
+        specs = launch_specs(config, backend, m, n, k, a_strides, device, hw_cvt)
         gemm_spec = specs[0]
         self.gemm = KernelLaunch(*gemm_spec[1:])
         self._gemm_constants = gemm_spec.sample_args[GEMM_TENSOR_ARGS:]

@@ -1,33 +1,60 @@
-"""Every gfx950 config compiles to a gfx950 code object: native scaled MFMA, no scratch."""
+"""Every gfx950 config cross-compiles to a gfx950 code object (tools.isa, offline).
 
-import re
+Both quantizers: the software one, and the hardware one, whose code must hold
+v_cvt_scalef32_pk_fp4_f32. Every GEMM must use a scaled MFMA; no kernel may use scratch.
+Compiling needs real JIT functions, so tools.isa runs in a process without the interpreter.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from launchers.configs import GEMM_CONFIGS
-from launchers.gemm import launch_specs
-from tools.cross_compile import GFX950, compile_for
 
-SCALED_MFMA = re.compile(r"v_mfma_scale_f32_(16x16x128|32x32x64)_f8f6f4")
-
-
-def private_segment_bytes(amdgcn: str) -> int:
-    sizes = re.findall(r"\.private_segment_fixed_size:\s+(\d+)", amdgcn)
-    assert sizes, "no .private_segment_fixed_size in the code object metadata"
-    return max(int(s) for s in sizes)
+ROOT = Path(__file__).resolve().parents[1]
+SCALED_MFMA = ("v_mfma_scale_f32_16x16x128_f8f6f4", "v_mfma_scale_f32_32x32x64_f8f6f4")
 
 
-def gfx950_specs():
-    for (m, n, k), config in GEMM_CONFIGS["gfx950"].items():
-        for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta"):
-            yield pytest.param(spec, id=f"{m}x{n}x{k}-{spec.name}")
+@pytest.fixture(scope="module", params=["software", "hardware"])
+def isa_rows(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp("isa") / f"{request.param}.json"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    subprocess.run([sys.executable, "-m", "tools.isa", "--arch", "gfx950", "--quantizer",
+                    request.param, "--json", str(out)], cwd=ROOT, env=env, check=True,
+                   capture_output=True, timeout=900)
+    return request.param, json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("spec", gfx950_specs())
-def test_compiles_for_gfx950(spec):
-    compiled = compile_for(spec.kernel, spec.sample_args, spec.options, GFX950)
-    amdgcn = compiled.asm["amdgcn"]
-    assert private_segment_bytes(amdgcn) == 0
-    assert "scratch_" not in amdgcn.split(".end_amdgcn_target")[0] or True
-    if spec.name == "gemm":
-        assert SCALED_MFMA.search(amdgcn), "dot_scaled did not lower to a scaled MFMA"
+def test_every_gfx950_config_is_compiled(isa_rows):
+    _, rows = isa_rows
+    gemm_shapes = {tuple(r["shape"]) for r in rows if r["kernel"] == "gemm"}
+    assert gemm_shapes == set(GEMM_CONFIGS["gfx950"])
+    split_shapes = {s for s, c in GEMM_CONFIGS["gfx950"].items() if c.split_k > 1}
+    assert {tuple(r["shape"]) for r in rows if r["kernel"] == "reduce"} == split_shapes
+
+
+def test_no_scratch_and_no_spills(isa_rows):
+    _, rows = isa_rows
+    for row in rows:
+        assert row["scratch_bytes"] == 0, row["shape"]
+        assert row["vgpr_spills"] == 0 and row["sgpr_spills"] == 0, row["shape"]
+
+
+def test_gemm_uses_the_scaled_mfma_and_the_chosen_quantizer(isa_rows):
+    quantizer, rows = isa_rows
+    for row in (r for r in rows if r["kernel"] == "gemm"):
+        assert any(row["counts"].get(name, 0) for name in SCALED_MFMA), row["shape"]
+        cvt = row["counts"].get("v_cvt_scalef32_pk_fp4_f32", 0)
+        assert (cvt > 0) == (quantizer == "hardware"), row["shape"]
+
+
+def test_report_has_the_documented_keys(isa_rows):
+    _, rows = isa_rows
+    for row in rows:
+        assert {"shape", "kernel", "config", "vgprs", "lds_bytes", "scratch_bytes",
+                "waves_per_simd", "workgroups", "counts"} <= set(row)
+        assert 1 <= row["waves_per_simd"] <= 8 and row["workgroups"] >= 1
