@@ -1,18 +1,19 @@
 """popcorn entry point: custom_kernel(data) -> config lookup -> launcher -> kernels.
 
 data = (A bf16 [M, K], B, B_q, B_shuffle [N, K/2] fp4x2, B_scale_sh [pad(N,256), pad(K/32,8)]
-e8m0); returns a new bf16 [M, N] tensor on every call. B and B_q are not read.
+e8m0); returns a new bf16 [M, N] tensor on every call. B and B_q are not read. A may be
+strided (a slice); bad inputs raise TypeError or ValueError (launchers.inputs).
 """
 
 import torch
 
 from launchers import interpreting, launcher_for, prewarm
+from launchers.inputs import problem_of
 from task import input_t, output_t
 
 
 def custom_kernel(data: input_t) -> output_t:
-    a, _, _, b_shuffle, b_scale_sh = data
-    m, n = a.shape[0], b_shuffle.shape[0]
+    a, b_shuffle, b_scale_sh, m, n, _ = problem_of(data)
     if m == 0:
         return torch.empty((0, n), dtype=torch.bfloat16, device=a.device)
     return launcher_for(a, n)(a, b_shuffle, b_scale_sh)
