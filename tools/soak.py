@@ -1,0 +1,92 @@
+"""GPU reliability runs: random shapes, memory over many calls, a leaderboard-style soak.
+
+    python -m tools.soak [--shapes 50] [--calls 10000] [--iterations 100] [--seed 0]
+
+1. `--shapes` random shapes (M up to 4096, N and K multiples of 64 up to 8192) through the
+   heuristic configs, each checked against the reference.
+2. `--calls` calls with fresh inputs (a pool of 8 input sets regenerated every call round);
+   GPU memory allocated before and after, which must stay flat.
+3. `--iterations` calls per benchmark shape, with the seed bumped by 13 and inputs generated
+   afresh before each call and every output checked, as the leaderboard does.
+Prints figures and `N passed, N failed`; exits 1 on any failure. Needs a GPU.
+"""
+
+import argparse
+import random
+import sys
+import time
+
+import torch
+
+
+def random_shapes(count, rng):
+    shapes = []
+    for _ in range(count):
+        m = rng.choice([rng.randint(1, 64), rng.randint(1, 512), rng.randint(1, 4096)])
+        shapes.append((m, 64 * rng.randint(1, 128), 64 * rng.randint(1, 128)))
+    return shapes
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", type=int, default=50)
+    parser.add_argument("--calls", type=int, default=10000)
+    parser.add_argument("--iterations", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("tools.soak needs a GPU", file=sys.stderr)
+        return 2
+    import reference
+    from launchers import cached_launcher_count
+    from launchers.configs import BENCHMARK_SHAPES
+    from submission import custom_kernel
+
+    passed = failed = 0
+    rng = random.Random(args.seed)
+    start = time.time()
+    for i, (m, n, k) in enumerate(random_shapes(args.shapes, rng)):
+        data = reference.generate_input(m, n, k, seed=rng.randint(0, 2 ** 30))
+        ok, message = reference.check_implementation(data, custom_kernel(data))
+        passed, failed = passed + ok, failed + (not ok)
+        print(f"random shape {i + 1:>3}/{args.shapes} {m}x{n}x{k}: "
+              f"{'pass' if ok else 'FAIL ' + message}", flush=True)
+    print(f"random shapes: {args.shapes} in {time.time() - start:.0f} s", flush=True)
+
+    m, n, k = BENCHMARK_SHAPES[0]
+    pool = [reference.generate_input(m, n, k, seed=s) for s in range(8)]
+    for data in pool:
+        custom_kernel(data)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    launchers_before = cached_launcher_count()
+    for call in range(args.calls):
+        if call % len(pool) == 0:
+            pool = [reference.generate_input(m, n, k, seed=call + s) for s in range(len(pool))]
+        custom_kernel(pool[call % len(pool)])
+    torch.cuda.synchronize()
+    after = torch.cuda.memory_allocated()
+    del pool
+    flat = after <= before
+    passed, failed = passed + flat, failed + (not flat)
+    print(f"memory over {args.calls} calls of {m}x{n}x{k} with fresh inputs: allocated "
+          f"{before} B before, {after} B after (one input pool alive each time); launchers cached "
+          f"{launchers_before} -> {cached_launcher_count()}: {'flat' if flat else 'GREW'}",
+          flush=True)
+
+    for m, n, k in BENCHMARK_SHAPES:
+        failures = 0
+        seed = 4242
+        for _ in range(args.iterations):
+            seed += 13
+            data = reference.generate_input(m, n, k, seed=seed)
+            ok, message = reference.check_implementation(data, custom_kernel(data))
+            failures += not ok
+        passed, failed = passed + (failures == 0), failed + (failures > 0)
+        print(f"soak {m}x{n}x{k}: {args.iterations} fresh inputs, {failures} failures", flush=True)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
