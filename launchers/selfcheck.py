@@ -14,6 +14,7 @@ import torch
 from kernels import formats
 from launchers.bypass import notice_once
 from launchers.configs import GemmConfig
+from launchers.gemm import GemmLauncher
 
 SELF_CHECK_SHAPE = (32, 256, 512)
 SELF_CHECK_CONFIG = GemmConfig(16, 64, 256)
@@ -60,7 +61,6 @@ def hardware_quantizer_ok(arch: str, backend: str, device: str) -> bool:
     """Whether the GEMM may use the hardware quantizer on `device` (self-checked once)."""
     if arch not in HARDWARE_ARCHS:
         return False
-    from launchers.gemm import GemmLauncher
     m, n, k = SELF_CHECK_SHAPE
     launchers = {hw: GemmLauncher(SELF_CHECK_CONFIG, backend, m, n, k, (k, 1), device, hw)
                  for hw in (True, False)}

@@ -1,0 +1,111 @@
+"""The one-file bundle: its checks, and the same outputs as the package, alone in a folder."""
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernels import formats
+from launchers.configs import config_for
+from submission import custom_kernel
+from tools.bundle import BundleError, build_bundle
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = [(4, 96, 512), (1, 64, 4096)]    # single-pass, and split-K through the heuristic
+
+CHILD = """
+import sys, torch
+try:
+    import kernels
+    sys.exit("the project package is importable beside the bundle")
+except ImportError:
+    pass
+import submission
+for i in range(int(sys.argv[1])):
+    data = torch.load(f"in{i}.pt")
+    torch.save(submission.custom_kernel(data), f"out{i}.pt")
+"""
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return build_bundle(ROOT)
+
+
+def test_header_and_checks(bundle):
+    assert bundle.startswith("#!POPCORN leaderboard amd-mxfp4-mm\n#!POPCORN gpu MI355X\n")
+    assert ("str" + "eam") not in bundle.lower()
+    assert "chr(" not in bundle
+    assert len(bundle.encode()) < 1 << 20
+    ast.parse(bundle)
+
+
+def test_imports_only_stdlib_torch_triton_task(bundle):
+    for node in ast.walk(ast.parse(bundle)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
+            for name in names:
+                root = name.split(".")[0]
+                assert root in {"torch", "triton", "task"} or root in sys.stdlib_module_names, name
+
+
+def test_two_builds_are_byte_identical(bundle):
+    assert build_bundle(ROOT) == bundle
+
+
+def test_header_flags(bundle):
+    text = build_bundle(ROOT, leaderboard="other-board", gpu="B200")
+    assert text.startswith("#!POPCORN leaderboard other-board\n#!POPCORN gpu B200\n")
+
+
+def _tree_copy(tmp_path):
+    copy = tmp_path / "tree"
+    for name in ("kernels", "launchers"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "submission.py", copy)
+    return copy
+
+
+def test_forbidden_word_fails_the_build(tmp_path):
+    copy = _tree_copy(tmp_path)
+    with open(copy / "kernels" / "formats.py", "a") as f:
+        f.write("\nNOTE = 'a " + "STR" + "EAM of bytes'\n")
+    with pytest.raises(BundleError, match="forbids"):
+        build_bundle(copy)
+
+
+def test_name_collision_fails_the_build(tmp_path):
+    copy = _tree_copy(tmp_path)
+    with open(copy / "launchers" / "bypass.py", "a") as f:
+        f.write("\ndef cdiv(a, b):\n    return a // b\n")
+    with pytest.raises(BundleError, match="cdiv"):
+        build_bundle(copy)
+
+
+def test_split_k_shape_is_split():
+    assert config_for("interpreter", *SHAPES[1]).split_k > 1
+    assert config_for("interpreter", *SHAPES[0]).split_k == 1
+
+
+def test_bundle_alone_gives_the_package_outputs(bundle, tmp_path):
+    (tmp_path / "submission.py").write_text(bundle)
+    shutil.copy(ROOT / "task.py", tmp_path)
+    expected = []
+    gen = torch.Generator().manual_seed(21)
+    for i, (m, n, k) in enumerate(SHAPES):
+        a = torch.randn(m, k, generator=gen).bfloat16()
+        codes, scales = formats.quantize_mxfp4(torch.randn(n, k, generator=gen).bfloat16())
+        data = (a, None, None, formats.shuffle_weight(codes), formats.e8m0_shuffle(scales, 0xFF))
+        torch.save(data, tmp_path / f"in{i}.pt")
+        expected.append(custom_kernel(data))
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    env.pop("PYTHONPATH", None)
+    subprocess.run([sys.executable, "-c", CHILD, str(len(SHAPES))], cwd=tmp_path, env=env,
+                   check=True, capture_output=True, timeout=600)
+    for i, want in enumerate(expected):
+        assert torch.equal(torch.load(tmp_path / f"out{i}.pt"), want)

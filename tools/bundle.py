@@ -1,0 +1,178 @@
+"""Build the one-file popcorn submission from the modular tree.
+
+    python -m tools.bundle [-o dist/submission.py] [--leaderboard NAME] [--gpu NAME]
+
+The modules that submission.py reaches through project imports are laid out in dependency
+order in one namespace: project imports are dropped and `module.name` references become
+`name` (so two modules may not define the same top-level name: the build fails, naming
+both). External imports go once at the top. The output is checked: it parses, is under
+1 MB, imports only the standard library, torch, triton and task, holds no `chr(` and not
+the word the runner forbids. Comments are dropped (the AST is unparsed); docstrings stay.
+The same tree always gives the same bytes. dist/ is not committed: build it before submitting.
+"""
+
+import argparse
+import ast
+import hashlib
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT_PACKAGES = ("kernels", "launchers")
+ALLOWED_IMPORTS = {"torch", "triton", "task"}
+MAX_BYTES = 1 << 20
+FORBIDDEN = "str" + "eam"   # the runner rejects files containing it; this tool is not submitted
+
+
+class BundleError(Exception):
+    pass
+
+
+def _module_path(root: Path, name: str) -> Path:
+    path = root.joinpath(*name.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def _project_imports(tree: ast.Module):
+    """[(module name, alias bound in this module or None, names imported from it)]."""
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in PROJECT_PACKAGES:
+                    found.append((alias.name, alias.asname or alias.name, ()))
+        elif isinstance(node, ast.ImportFrom) and node.module and \
+                node.module.split(".")[0] in PROJECT_PACKAGES:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                if _module_path(ROOT, submodule).exists() or \
+                        (ROOT / node.module.replace(".", "/") / f"{alias.name}.py").exists():
+                    found.append((submodule, alias.asname or alias.name, ()))
+                else:
+                    found.append((node.module, None, (alias.name,)))
+    return found
+
+
+def _is_project_import(node) -> bool:
+    if isinstance(node, ast.Import):
+        return all(a.name.split(".")[0] in PROJECT_PACKAGES for a in node.names)
+    return isinstance(node, ast.ImportFrom) and bool(node.module) and \
+        node.module.split(".")[0] in PROJECT_PACKAGES
+
+
+class _FlattenModuleReferences(ast.NodeTransformer):
+    def __init__(self, aliases):
+        self.aliases = aliases
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id in self.aliases:
+            return ast.copy_location(ast.Name(id=node.attr, ctx=node.ctx), node)
+        return node
+
+
+def _defined_names(tree: ast.Module):
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    return names
+
+
+def _load(root: Path, name: str):
+    path = _module_path(root, name) if name != "submission" else root / "submission.py"
+    return ast.parse(path.read_text(), filename=str(path))
+
+
+def module_order(root: Path) -> list:
+    """Project modules reached from submission.py, dependencies first."""
+    order, visiting = [], set()
+
+    def visit(name):
+        if name in order:
+            return
+        if name in visiting:
+            raise BundleError(f"import cycle through {name}")
+        visiting.add(name)
+        for dependency, _, _ in _project_imports(_load(root, name)):
+            visit(dependency)
+        visiting.discard(name)
+        order.append(name)
+
+    visit("submission")
+    return order
+
+
+def build_bundle(root: Path = ROOT, leaderboard="amd-mxfp4-mm", gpu="MI355X") -> str:
+    root = Path(root)
+    external, bodies, owners = [], [], {}
+    for name in module_order(root):
+        tree = _load(root, name)
+        aliases = {alias for _, alias, _ in _project_imports(tree) if alias}
+        tree = _FlattenModuleReferences(aliases).visit(tree)
+        for defined in _defined_names(tree):
+            if defined in owners:
+                raise BundleError(f"top-level name {defined!r} is defined in both "
+                                  f"{owners[defined]} and {name}")
+            owners[defined] = name
+        body = []
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                if not _is_project_import(node):
+                    text = ast.unparse(node)
+                    if text not in external:
+                        external.append(text)
+            elif not (node is tree.body[0] and isinstance(node, ast.Expr)
+                      and isinstance(getattr(node, "value", None), ast.Constant)):
+                body.append(ast.unparse(node))
+        bodies.append(f"# ---- {name}\n" + "\n\n".join(body))
+    code = "\n".join(external) + "\n\n" + "\n\n\n".join(bodies) + "\n"
+    digest = hashlib.sha256(code.encode()).hexdigest()[:16]
+    text = (f"#!POPCORN leaderboard {leaderboard}\n#!POPCORN gpu {gpu}\n"
+            f"# Generated by `python -m tools.bundle` from the mxfp4-mm tree (sources sha256 "
+            f"{digest}); do not edit.\n{code}")
+    check_bundle(text)
+    return text
+
+
+def check_bundle(text: str) -> None:
+    if FORBIDDEN in text.lower():
+        raise BundleError("the bundle contains the word the runner forbids")
+    if "chr(" in text:
+        raise BundleError("the bundle calls chr()")
+    if len(text.encode()) >= MAX_BYTES:
+        raise BundleError(f"the bundle is {len(text.encode())} bytes, over 1 MB")
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots = [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            roots = [(node.module or "").split(".")[0]]
+        else:
+            continue
+        for module in roots:
+            if module not in ALLOWED_IMPORTS and module not in sys.stdlib_module_names:
+                raise BundleError(f"the bundle imports {module}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-o", "--output", default="dist/submission.py")
+    parser.add_argument("--leaderboard", default="amd-mxfp4-mm")
+    parser.add_argument("--gpu", default="MI355X")
+    args = parser.parse_args(argv)
+    text = build_bundle(ROOT, args.leaderboard, args.gpu)
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    print(f"wrote {output} ({len(text.encode())} bytes) from "
+          f"{', '.join(module_order(ROOT))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
