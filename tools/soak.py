@@ -55,8 +55,9 @@ def main(argv=None):
 
     m, n, k = BENCHMARK_SHAPES[0]
     pool = [reference.generate_input(m, n, k, seed=s) for s in range(8)]
-    for data in pool:
-        custom_kernel(data)
+    for warm in pool:
+        custom_kernel(warm)
+    del warm
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     launchers_before = cached_launcher_count()

@@ -1,0 +1,242 @@
+"""tools.evaluate: shape parsing, statistics, stopping rule, table, and runs through the child."""
+
+import json
+import math
+import sys
+
+import pytest
+
+from launchers.configs import BENCHMARK_SHAPES, TEST_SHAPES
+from tools import evaluate
+
+SMALL = "4,64,256,7"
+BROKEN = """
+import torch
+from task import input_t, output_t
+
+
+def custom_kernel(data: input_t) -> output_t:
+    a, b = data[0], data[1]
+    return torch.zeros((a.shape[0], b.shape[0]), dtype=torch.bfloat16, device=a.device)
+"""
+
+
+# ----------------------------------------------------------------------------- parsing
+
+def test_named_shape_sets_get_fixed_seeds():
+    specs = evaluate.parse_shapes(["tests"])
+    assert [(s["m"], s["n"], s["k"]) for s in specs] == list(TEST_SHAPES)
+    assert [s["seed"] for s in specs] == [4242 + i for i in range(len(TEST_SHAPES))]
+    assert len(evaluate.parse_shapes(["benchmarks"])) == len(BENCHMARK_SHAPES)
+    assert len(evaluate.parse_shapes(["all"])) == len(TEST_SHAPES) + len(BENCHMARK_SHAPES)
+
+
+def test_custom_shapes_with_and_without_seed():
+    specs = evaluate.parse_shapes(["4,64,256,7", "8,128,512"])
+    assert specs == [{"m": 4, "n": 64, "k": 256, "seed": 7},
+                     {"m": 8, "n": 128, "k": 512, "seed": 4243}]
+
+
+@pytest.mark.parametrize("word", ["4,64", "4,64,256,7,9", "a,b,c", "tests2", "4,64,100", "0,64,256"])
+def test_bad_shapes_are_refused(word):
+    with pytest.raises(evaluate.UsageError):
+        evaluate.parse_shapes([word])
+
+
+def test_runner_test_file_format(tmp_path):
+    path = tmp_path / "cases.txt"
+    path.write_text("m: 8; n: 2112; k: 7168; seed: 124\n\n# a comment\n"
+                    "  m: 16 ;n:3072; k: 1536; seed: -5 \nm: 4; n: 64; k: 256\n")
+    specs = evaluate.parse_test_file(path.read_text())
+    assert specs == [{"m": 8, "n": 2112, "k": 7168, "seed": 124},
+                     {"m": 16, "n": 3072, "k": 1536, "seed": -5},
+                     {"m": 4, "n": 64, "k": 256, "seed": 4244}]
+
+
+@pytest.mark.parametrize("text", ["m: 8; n: 2112", "m: 8; n: 64; k: 256; dtype: 3",
+                                  "m 8; n: 64; k: 256", "m: x; n: 64; k: 256", ""])
+def test_bad_test_files_are_refused(text):
+    with pytest.raises(evaluate.UsageError):
+        evaluate.parse_test_file(text)
+
+
+def test_shapes_file_through_main_reports_bad_line(tmp_path, capsys):
+    path = tmp_path / "cases.txt"
+    path.write_text("m: 8; n: 2112; k: seven\n")
+    assert evaluate.main(["test", "--shapes-file", str(path)]) == 2
+    assert "line 1" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- statistics
+
+def test_stats_on_known_numbers():
+    stats = evaluate.calculate_stats([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0])
+    assert stats["n"] == 8
+    assert stats["mean"] == pytest.approx(5.0)
+    assert stats["std"] == pytest.approx(math.sqrt(32 / 7))       # sample std, n - 1
+    assert stats["err"] == pytest.approx(math.sqrt(32 / 7) / math.sqrt(8))
+    assert (stats["best"], stats["worst"]) == (2.0, 9.0)
+    single = evaluate.calculate_stats([3.5])
+    assert (single["mean"], single["std"], single["err"]) == (3.5, 0.0, 0.0)
+
+
+def test_stopping_rule():
+    stop = evaluate.should_stop
+    # never before three calls, even with zero spread or past the wall time
+    assert not stop([5.0, 5.0], 0.0, 100)
+    assert not stop([5.0, 9.0], 1e6, 100)
+    # from three calls: relative error of the mean under 0.001
+    assert stop([5.0, 5.0, 5.0], 0.0, 100)
+    assert not stop([5.0, 6.0, 7.0], 0.0, 100)
+    tight = [10.0, 10.01, 9.99] * 20          # err / mean ~ 1e-4
+    assert stop(tight, 0.0, 1000)
+    # the wall-time cap, and the call cap
+    assert stop([5.0, 6.0, 7.0], 10.5, 100, max_wall_s=10.0)
+    assert not stop([5.0, 6.0, 7.0], 9.5, 100, max_wall_s=10.0)
+    assert stop([5.0, 6.0, 7.0, 8.0], 0.0, 4)
+    assert stop([5.0], 0.0, 1)
+
+
+def test_geomean():
+    assert evaluate.geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert evaluate.geomean([1.0, 10.0, 100.0]) == pytest.approx(10.0)
+    assert evaluate.geomean([]) is None
+    baselines = evaluate.AITER_BASELINES_US.values()
+    assert evaluate.geomean(baselines) == pytest.approx(11.50, abs=0.005)    # task.md
+
+
+def _timed_row(m, n, k, mean):
+    stats = evaluate.calculate_stats([mean - 1, mean, mean + 1])
+    return evaluate.make_row({"m": m, "n": n, "k": k, "seed": 1}, True, "", stats)
+
+
+def test_table_has_ratios_and_geomean_row():
+    rows = [_timed_row(4, 2880, 512, 8.198 * 2), _timed_row(16, 2112, 7168, 20.873 / 2),
+            _timed_row(8, 64, 256, 3.0)]
+    assert rows[0]["ratio"] == pytest.approx(2.0)
+    assert rows[1]["ratio"] == pytest.approx(0.5)
+    assert rows[2]["baseline_us"] is None and rows[2]["ratio"] is None
+    summary = evaluate.summarize(rows)
+    assert summary["shapes"] == 3 and summary["baseline_shapes"] == 2
+    assert summary["ratio"] == pytest.approx(1.0)
+    assert summary["mean_us"] == pytest.approx((8.198 * 2 * 20.873 / 2 * 3.0) ** (1 / 3))
+    assert summary["baseline_us"] == pytest.approx(math.sqrt(8.198 * 20.873))
+    table = evaluate.format_table(rows, summary)
+    lines = table.splitlines()
+    assert lines[0].split()[:4] == ["M", "N", "K", "mean"]
+    assert "2.000" in lines[1] and "8.198" in lines[1]
+    assert "0.500" in lines[2] and "20.873" in lines[2]
+    geo = next(line for line in lines if line.startswith("geomean"))
+    assert f"{summary['mean_us']:.3f}" in geo and "1.000" in geo
+    assert f"{summary['baseline_us']:.3f}" in geo
+    assert "2 of 3 shapes" in table
+
+
+def test_failed_row_shows_in_table():
+    failed = evaluate.make_row({"m": 4, "n": 2880, "k": 512, "seed": 1}, False, "bad")
+    rows = [_timed_row(32, 4096, 512, 9.462), failed]
+    table = evaluate.format_table(rows, evaluate.summarize(rows))
+    assert "FAIL" in table.splitlines()[2]
+
+
+# ----------------------------------------------------------------------------- runs
+
+def test_test_mode_end_to_end(capsys, tmp_path):
+    report = tmp_path / "report.json"
+    assert evaluate.main(["test", "--shapes", SMALL, "--json", str(report)]) == 0
+    out = capsys.readouterr().out
+    assert "4    64   256 seed     7: pass" in out
+    assert "1 passed, 0 failed" in out
+    data = json.loads(report.read_text())
+    assert data["exit_code"] == 0 and data["rows"][0]["ok"] is True
+
+
+def test_broken_submission_fails(capsys, tmp_path):
+    broken = tmp_path / "broken" / "submission.py"
+    broken.parent.mkdir()
+    broken.write_text(BROKEN)
+    assert evaluate.main(["test", "--submission", str(broken), "--shapes", SMALL]) == 1
+    out = capsys.readouterr().out
+    assert "seed     7: FAIL" in out and "mismatch" in out
+    assert "alone (as on the runner)" in out     # a copy of the file, without the project root
+    assert "0 passed, 1 failed" in out
+
+
+def test_non_self_contained_submission_fails(capsys, tmp_path):
+    leaky = tmp_path / "leaky.py"
+    leaky.write_text("from launchers import launcher_for\n\ndef custom_kernel(data):\n    pass\n")
+    assert evaluate.main(["test", "--submission", str(leaky), "--shapes", SMALL]) == 1
+    assert "No module named 'launchers'" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("mode", ["benchmark", "leaderboard", "profile"])
+def test_timing_modes_need_a_gpu(mode, monkeypatch, capsys):
+    monkeypatch.setattr(evaluate, "gpu_available", lambda: False)
+    assert evaluate.main([mode, "--shapes", SMALL]) == 2
+    assert f"{mode} mode needs a GPU" in capsys.readouterr().err
+
+
+def test_plot_without_matplotlib_exits_2(monkeypatch, capsys, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)       # import fails
+    code = evaluate.main(["benchmark", "--shapes", SMALL, "--plot", str(tmp_path / "p.png")])
+    assert code == 2
+    assert "needs matplotlib" in capsys.readouterr().err
+
+
+def test_missing_submission_file_exits_2(capsys, tmp_path):
+    assert evaluate.main(["test", "--submission", str(tmp_path / "none.py")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_timing_mode_report_from_child_messages(monkeypatch, capsys, tmp_path):
+    """The parent side of a benchmark run, fed the messages a GPU child would send."""
+    specs = evaluate.parse_shapes(["4,2880,512", "32,4096,512", "64,128,512"])
+    stats = [evaluate.calculate_stats(t) for t in ([8.0, 8.2, 8.4], [9.0, 9.5, 10.0])]
+
+    def fake_child(mode, got_specs, submission, clear_bytes, max_wall_s, max_calls, env):
+        assert mode == "leaderboard" and got_specs == specs and clear_bytes == 1 << 30
+        yield {"type": "ready", "submission_file": "x/submission.py", "import_s": 1.0,
+               "device": "NVIDIA H200", "l2_bytes": 60 << 20, "isolated": False, "leaked": []}
+        yield {"type": "warmup", "stats": stats[0], "message": ""}
+        yield {"type": "result", "index": 0, "ok": True, "message": "", "stats": stats[0]}
+        yield {"type": "result", "index": 1, "ok": True, "message": "", "stats": stats[1]}
+        yield {"type": "result", "index": 2, "ok": False, "message": "timed call 4: bad",
+               "stats": None}
+
+    monkeypatch.setattr(evaluate, "gpu_available", lambda: True)
+    monkeypatch.setattr(evaluate, "run_child", fake_child)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    report = tmp_path / "r.json"
+    assert evaluate.main(["leaderboard", "--shapes", "4,2880,512", "32,4096,512",
+                          "64,128,512", "--json", str(report)]) == 1
+    out = capsys.readouterr().out
+    assert "1.00 GiB" in out and "60 MiB" in out
+    assert "seed  4242: pass; mean 8.200 µs" in out
+    assert "seed  4244: FAIL timed call 4: bad" in out
+    assert f"{8.2 / 8.198:.3f}" in out and f"{9.5 / 9.462:.3f}" in out
+    assert "geomean" in out and "2 passed, 1 failed" in out
+    data = json.loads(report.read_text())
+    assert data["geomean"]["mean_us"] == pytest.approx(math.sqrt(8.2 * 9.5))
+    assert data["exit_code"] == 1 and len(data["rows"]) == 3
+
+
+def test_small_cache_clear_warns(monkeypatch, capsys):
+    def fake_child(*args):
+        yield {"type": "ready", "submission_file": "s.py", "import_s": 0.0, "device": "gpu",
+               "l2_bytes": 60 << 20, "isolated": False, "leaked": []}
+        yield {"type": "warmup", "stats": None, "message": "x"}
+        yield {"type": "result", "index": 0, "ok": True, "message": "",
+               "stats": evaluate.calculate_stats([1.0, 1.0, 1.0])}
+
+    monkeypatch.setattr(evaluate, "gpu_available", lambda: True)
+    monkeypatch.setattr(evaluate, "run_child", fake_child)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert evaluate.main(["benchmark", "--shapes", SMALL, "--clear-bytes", str(100 << 20)]) == 0
+    assert "warning: --clear-bytes is under 4x the L2" in capsys.readouterr().out
+
+
+def test_timing_refused_under_the_interpreter(monkeypatch, capsys):
+    monkeypatch.setattr(evaluate, "gpu_available", lambda: True)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert evaluate.main(["benchmark", "--shapes", SMALL]) == 2
+    assert "TRITON_INTERPRET is set" in capsys.readouterr().err
