@@ -74,7 +74,6 @@ class GemmLauncher:
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
                  a_strides: tuple, device, hw_cvt: bool = False):
         self.config = config
-        self.hw_cvt = hw_cvt
         self.m, self.n, self.device = m, n, device
         self.splits, _ = config.splits_for(k)
         specs = launch_specs(config, backend, m, n, k, a_strides, device, hw_cvt)

@@ -5,6 +5,7 @@ launchers pass (tensors may live on the "meta" device) and specializes it the wa
 does: constexpr parameters and integers equal to 1 become constants, 16-aligned pointers
 and integers divisible by 16 get the divisibility hint. The result is a CompiledKernel whose
 `asm` holds the target's assembly (e.g. asm["amdgcn"]) and `metadata` its resources.
+`kernel` must be a JITFunction: compile outside the interpreter (TRITON_INTERPRET unset).
 """
 
 import torch
@@ -19,15 +20,10 @@ _POINTER_TYPES = {torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.uint8: 
                   torch.float16: "*fp16", torch.int32: "*i32"}
 
 
-def _jit_function(kernel):
-    return getattr(kernel, "fn", kernel) if not hasattr(kernel, "arg_names") else kernel
-
-
 def compile_for(kernel, args, options, target=GFX950):
-    fn = _jit_function(kernel)
     signature, constexprs, attrs = {}, {}, {}
-    constexpr_indices = set(fn.constexprs)
-    for index, (name, value) in enumerate(zip(fn.arg_names, args)):
+    constexpr_indices = set(kernel.constexprs)
+    for index, (name, value) in enumerate(zip(kernel.arg_names, args)):
         if index in constexpr_indices or value is None or isinstance(value, bool):
             signature[name] = "constexpr"
             constexprs[name] = value
@@ -44,5 +40,5 @@ def compile_for(kernel, args, options, target=GFX950):
                     attrs[(index,)] = [["tt.divisibility", 16]]
         else:
             raise TypeError(f"cannot specialize argument {name}={value!r}")
-    source = ASTSource(fn, signature, constexprs=constexprs, attrs=attrs)
+    source = ASTSource(kernel, signature, constexprs=constexprs, attrs=attrs)
     return triton.compile(source, target=target, options=options)

@@ -44,8 +44,7 @@ def _metadata_int(amdgcn: str, key: str) -> int:
 def instruction_counts(amdgcn: str) -> dict:
     code = amdgcn.split(".end_amdgpu_metadata")[0].split("amdhsa.kernels")[0]
     code = code.split(".Lfunc_end")[0]
-    return dict(sorted(Counter(m for m in _MNEMONIC.findall(code)
-                               if not m.startswith(("s_endpgm_", ))).items()))
+    return dict(sorted(Counter(_MNEMONIC.findall(code)).items()))
 
 
 def waves_per_simd(vgprs: int, agprs: int, lds_bytes: int, num_warps: int) -> int:
@@ -70,7 +69,7 @@ def report(arch: str, hw_cvt: bool) -> list:
             workgroups = spec.grid[0] * spec.grid[1] * spec.grid[2]
             rows.append(dict(
                 shape=[m, n, k], kernel=spec.name, quantizer="hardware" if hw_cvt else "software",
-                config={key: value for key, value in vars(config).items()},
+                config=dict(vars(config)),
                 vgprs=vgprs, agprs=agprs, sgprs=_metadata_int(amdgcn, "sgpr_count"),
                 vgpr_spills=_metadata_int(amdgcn, "vgpr_spill_count"),
                 sgpr_spills=_metadata_int(amdgcn, "sgpr_spill_count"),
