@@ -4,12 +4,23 @@ Inputs, all row-major:
   a        bf16  [M, K]                          quantized to MXFP4 in registers
   b        uint8 [N/16, (K/2)*16]                shuffle_weight(B_q, (16, 16)) viewed 2-D
   b_scales uint8 [pad(N,256)/32, pad(K/32,8)*32]  e8m0_shuffle(B_scale) viewed 2-D
-Output:
-  SPLIT_K == 1: c bf16 [M, N]
-  SPLIT_K  > 1: c fp32 [SPLIT_K, M, N] partial sums over the K ranges
-                [s*SPLIT_K_SIZE, (s+1)*SPLIT_K_SIZE), summed by kernels.splitk_reduce.
+Outputs:
+  c        bf16  [M, N]
+  partials fp32  [SPLIT_K, M, N] (SPLIT_K > 1 only): the sums over the K ranges
+           [s*SPLIT_K_SIZE, (s+1)*SPLIT_K_SIZE). They are added up in s order into c either
+           by kernels.splitk_reduce (a second launch) or, with REDUCE_IN_GEMM, by the last
+           program of each output tile to finish: each program bumps the tile's int32 counter
+           in counters [tiles] (zero before the launch) and the one that sees SPLIT_K - 1
+           sums and resets it to zero for the next launch.
 
-A is quantized by kernels.quantize (HW_CVT: the gfx950 instruction, else the software recipe).
+The product, chosen by the constexpr DOT:
+  - "scaled": `tl.dot_scaled` on E2M1 codes and E8M0 scales (native scaled MFMA on gfx950), A
+    quantized by kernels.quantize (HW_CVT: the gfx950 instruction, else the software recipe);
+  - "bf16": `tl.dot` in bf16 on the exact MXFP4 values (kernels.quantize.quantize_tile_values
+    for A, _dequantize_weight_tile for B), split into even and odd K columns so that neither
+    operand needs interleaving. For NVIDIA, where dot_scaled is an emulation;
+  - "fp32": the same values as fp32 operands: the interpreter's stand-in for "bf16", whose
+    bf16 tl.dot multiplies the raw bits (Triton 3.9).
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). No load leaves its tensor: rows past
 M or N wrap onto valid rows (their results are masked at the store), and a ragged last K tile
 (EVEN_K False) is masked, its B scales replaced by 1.0 so that padding garbage cannot reach
@@ -22,7 +33,8 @@ import triton
 import triton.language as tl
 
 from kernels import formats
-from kernels.quantize import quantize_tile_mxfp4
+from kernels.quantize import (BF16_PRODUCT_UNSCALE, e2m1_code_to_f32, e8m0_to_shifted_f32,
+                              quantize_tile_mxfp4, quantize_tile_values)
 
 
 @triton.jit
@@ -40,9 +52,9 @@ def _tile_coordinates(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 
 @triton.jit
 def _unshuffle_weight_tile(b, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """[BN/16, (BK/2)*16] shuffled bytes -> [BK/2, BN], b[kb, n] = W[n, kb] (formats.shuffle_weight)."""
+    """[BN/16, (BK/2)*16] shuffled bytes -> [BN, BK/2], W[n, kb] (formats.shuffle_weight)."""
     b = b.reshape(BLOCK_N // 16, BLOCK_K // 64, 2, 16, 16).permute(0, 3, 1, 2, 4)
-    return b.reshape(BLOCK_N, BLOCK_K // 2).trans(1, 0)
+    return b.reshape(BLOCK_N, BLOCK_K // 2)
 
 
 @triton.jit
@@ -53,15 +65,29 @@ def _unshuffle_scale_tile(s, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
+def _dequantize_weight_tile(b, bs, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Shuffled bytes and scales -> (even, odd) fp32 [BK/2, BN]: the weight's MXFP4 values times
+    2**-BF16_SCALE_SHIFT at the K columns 0, 2, 4, ... (low nibbles) and 1, 3, 5, ... (high)."""
+    codes = _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K)
+    scales = e8m0_to_shifted_f32(_unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K))
+    scales = tl.broadcast_to(scales[:, :, None], (BLOCK_N, BLOCK_K // 32, 16))
+    scales = scales.reshape(BLOCK_N, BLOCK_K // 2)
+    even = e2m1_code_to_f32(codes) * scales
+    odd = e2m1_code_to_f32(codes >> 4) * scales
+    return even.trans(1, 0), odd.trans(1, 0)
+
+
+@triton.jit
 def preshuffle_gemm_kernel(
-    a_ptr, b_ptr, b_scales_ptr, c_ptr,
+    a_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr,
     M, N, K,
     stride_am, stride_ak,
     stride_bn, stride_bsn,
-    stride_cs, stride_cm, stride_cn,
+    stride_cm, stride_ps, stride_pm,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, SPLIT_K_SIZE: tl.constexpr,
-    EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr, HW_CVT: tl.constexpr,
+    REDUCE_IN_GEMM: tl.constexpr, EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr,
+    DOT: tl.constexpr, HW_CVT: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = pid % SPLIT_K
@@ -94,20 +120,46 @@ def preshuffle_gemm_kernel(
                         cache_modifier=CACHE_MODIFIER)
             bs = tl.load(bs_ptrs, mask=(k0 // 32 + groups_bs)[None, :] < K // 32, other=127,
                          cache_modifier=CACHE_MODIFIER)
-        a_codes, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, HW_CVT)
-        acc = tl.dot_scaled(a_codes, a_scales, "e2m1",
-                            _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K),
-                            _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)
+        if DOT == "scaled":
+            a_codes, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, HW_CVT)
+            acc = tl.dot_scaled(a_codes, a_scales, "e2m1",
+                                _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K).trans(1, 0),
+                                _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)
+        else:
+            operand_dtype: tl.constexpr = tl.bfloat16 if DOT == "bf16" else tl.float32
+            a_even, a_odd = quantize_tile_values(a, BLOCK_M, BLOCK_K)
+            b_even, b_odd = _dequantize_weight_tile(b, bs, BLOCK_N, BLOCK_K)
+            acc = tl.dot(a_even.to(operand_dtype), b_even.to(operand_dtype), acc)
+            acc = tl.dot(a_odd.to(operand_dtype), b_odd.to(operand_dtype), acc)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * 8
         bs_ptrs += BLOCK_K
 
+    if DOT != "scaled":
+        acc = acc * BF16_PRODUCT_UNSCALE
+
     rows_c = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols_c = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = (c_ptr + pid_k * stride_cs + rows_c[:, None].to(tl.int64) * stride_cm
-              + cols_c[None, :] * stride_cn)
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty),
-             mask=(rows_c[:, None] < M) & (cols_c[None, :] < N))
+    mask_c = (rows_c[:, None] < M) & (cols_c[None, :] < N)
+    c_ptrs = c_ptr + rows_c[:, None].to(tl.int64) * stride_cm + cols_c[None, :]
+    if SPLIT_K == 1:
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_c)
+    else:
+        p_offsets = rows_c[:, None].to(tl.int64) * stride_pm + cols_c[None, :]
+        tl.store(partials_ptr + pid_k * stride_ps + p_offsets, acc, mask=mask_c)
+        if REDUCE_IN_GEMM:
+            tile = pid // SPLIT_K
+            # Every thread's partial store comes before the release of the counter.
+            tl.debug_barrier()
+            arrived = tl.atomic_add(counters_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if arrived == SPLIT_K - 1:
+                total = tl.load(partials_ptr + p_offsets, mask=mask_c, other=0.0,
+                                cache_modifier=".cg")
+                for s in tl.static_range(1, SPLIT_K):
+                    total += tl.load(partials_ptr + s * stride_ps + p_offsets, mask=mask_c,
+                                     other=0.0, cache_modifier=".cg")
+                tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask_c)
+                tl.atomic_xchg(counters_ptr + tile, 0)
 
 
 def weight_view(b_shuffle):
@@ -123,21 +175,26 @@ def scales_view(b_scale_sh):
                                                     cols * formats.SCALE_TILE_ROWS)
 
 
+def gemm_tiles(m: int, n: int, block_m: int, block_n: int) -> int:
+    return formats.cdiv(m, block_m) * formats.cdiv(n, block_n)
+
+
 def gemm_grid(m: int, n: int, block_m: int, block_n: int, splits: int) -> tuple:
-    return (splits * formats.cdiv(m, block_m) * formats.cdiv(n, block_n), 1, 1)
+    return (splits * gemm_tiles(m, n, block_m, block_n), 1, 1)
 
 
-def gemm_arguments(a, b, b_scales, c, m, n, k, *, block_m, block_n, block_k, group_m,
-                   splits, split_size, cache_modifier, hw_cvt=False):
+def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m, block_n,
+                   block_k, group_m, splits, split_size, reduce_in_gemm, cache_modifier,
+                   dot, hw_cvt=False):
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
-    b and b_scales are the 2-D views of weight_view and scales_view; c is [M, N] bf16 when
-    splits == 1, else [splits, M, N] fp32. hw_cvt selects the gfx950 hardware quantizer.
+    b and b_scales are the 2-D views of weight_view and scales_view; c is bf16 [M, N] with unit
+    column stride. partials (fp32 [splits, M, N], contiguous) and counters (int32 [tiles], zero)
+    are read only when splits > 1 and reduce_in_gemm; pass c where they are unused. dot is
+    the kernel's DOT: "scaled", "bf16" or "fp32".
     """
-    stride_cs = c.stride(0) if splits > 1 else 0
-    stride_cm, stride_cn = c.stride()[-2:]
-    return (a, b, b_scales, c, m, n, k,
+    return (a, b, b_scales, c, partials, counters, m, n, k,
             a.stride(0), a.stride(1), b.stride(0), b_scales.stride(0),
-            stride_cs, stride_cm, stride_cn,
-            block_m, block_n, block_k, group_m, splits, split_size,
-            k % split_size == 0, cache_modifier, hw_cvt)
+            c.stride(0), m * n, n,
+            block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
+            k % split_size == 0, cache_modifier, dot, hw_cvt)

@@ -9,6 +9,10 @@ from one of two quantizers, chosen by the constexpr HW_CVT:
   - hardware (gfx950 only): `v_cvt_scalef32_pk_fp4_f32` with scale 1.0 on the pre-scaled
     values, after `_condition_for_cvt` has replaced every input whose conversion the ISA
     does not document (NaN, +-inf, -0, denormals) by one that gives the same GEMM result.
+`quantize_tile_values(x, BLOCK_M, BLOCK_K)` rounds the tile through MXFP4 and returns the
+values instead of the codes, in fp32 times 2**-BF16_SCALE_SHIFT (so that bf16 holds them
+exactly), split into the even and the odd K columns: the A operand of the `tl.dot` variant
+(see kernels.preshuffle_gemm).
 `quantize_test_kernel` runs the quantizer on a plain [rows, K] tensor, `condition_test_kernel`
 the conditioning alone (the interpreter cannot run inline asm).
 """
@@ -17,6 +21,11 @@ import triton
 import triton.language as tl
 
 CVT_FP4_ASM = tl.constexpr("v_cvt_scalef32_pk_fp4_f32 $0, $1, $2, $3")
+# Both operands of the tl.dot variant are scaled by 2**-32 so that no MXFP4 value (up to 6 * 2**127) overflows
+# bf16; the product then carries 2**-64, undone on the fp32 accumulator. What this flushes to
+# zero (values below 2**-101, products below 2**-62) is far below the output tolerance.
+BF16_SCALE_SHIFT = tl.constexpr(32)
+BF16_PRODUCT_UNSCALE = tl.constexpr(2.0 ** 64)
 
 
 @triton.jit
@@ -72,8 +81,11 @@ def _cvt_pack_fp4(low, high):
 
 
 @triton.jit
-def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                        HW_CVT: tl.constexpr = False):
+def _prescaled_blocks(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """x [BLOCK_M, BLOCK_K] -> (q fp32 [BLOCK_M, BLOCK_K/32, 32], scale byte int32 [.., .., 1]).
+
+    q is each block divided by its scale (an exact power of two), ready for rounding to E2M1.
+    """
     NUM_BLOCKS: tl.constexpr = BLOCK_K // 32
     if x.dtype == tl.bfloat16:
         # A shift is the exact bf16 -> fp32 conversion; the Triton 3.9 interpreter's cast
@@ -92,13 +104,54 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
     # A NaN keeps its own payload, quieted, as AMD's multiply does; NVIDIA's would not.
     x_bits = x.to(tl.uint32, bitcast=True)
     q = tl.where(x != x, (x_bits | 0x400000).to(tl.float32, bitcast=True), q)
+    return q, scale
+
+
+@triton.jit
+def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                        HW_CVT: tl.constexpr = False):
+    q, scale = _prescaled_blocks(x, BLOCK_M, BLOCK_K)
     if HW_CVT:
         low, high = tl.split(_condition_for_cvt(q).reshape(BLOCK_M, BLOCK_K // 2, 2))
         packed = _cvt_pack_fp4(low, high)
     else:
         low, high = tl.split(_e2m1_codes(q).reshape(BLOCK_M, BLOCK_K // 2, 2))
         packed = (low | (high << 4)).to(tl.uint8)
-    return packed, scale.reshape(BLOCK_M, NUM_BLOCKS).to(tl.uint8)
+    return packed, scale.reshape(BLOCK_M, BLOCK_K // 32).to(tl.uint8)
+
+
+@triton.jit
+def e2m1_code_to_f32(code):
+    """E2M1 code (low 4 bits of an integer tile) -> its exact value as fp32."""
+    magnitude = (code & 7).to(tl.int32)
+    # Codes 2..7 are 2**(e-1) * (1 + m/2): exponent and mantissa bit drop into place above
+    # the bias 126; codes 0 and 1 (0 and 0.5) do not follow that line.
+    bits = tl.where(magnitude >= 2, (magnitude << 22) + (126 << 23),
+                    tl.where(magnitude == 1, 126 << 23, 0))
+    bits = bits | ((code & 8).to(tl.int32) << 28)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def e8m0_to_shifted_f32(scale):
+    """E8M0 scale byte (integer tile) -> 2**(byte - 127 - BF16_SCALE_SHIFT) as fp32.
+
+    Bytes whose value would be denormal become 0; byte 255 is NaN.
+    """
+    exponent = scale.to(tl.int32) - BF16_SCALE_SHIFT
+    bits = tl.where(exponent >= 1, exponent << 23, 0)
+    bits = tl.where(scale.to(tl.int32) == 255, 0x7FC00000, bits)
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def quantize_tile_values(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """x [BLOCK_M, BLOCK_K] -> (even, odd) fp32 [BLOCK_M, BLOCK_K/2]: x rounded through MXFP4
+    (the software quantizer's codes and scales) times 2**-BF16_SCALE_SHIFT; even holds the K
+    columns 0, 2, 4, ..., odd the columns 1, 3, 5, ... Each value is exact in bf16."""
+    q, scale = _prescaled_blocks(x, BLOCK_M, BLOCK_K)
+    values = e2m1_code_to_f32(_e2m1_codes(q)) * e8m0_to_shifted_f32(scale)
+    return tl.split(values.reshape(BLOCK_M, BLOCK_K // 2, 2))
 
 
 @triton.jit
@@ -117,6 +170,20 @@ def quantize_test_kernel(x_ptr, codes_ptr, scales_ptr, M, K,
     scale_cols = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
     tl.store(codes_ptr + rows[:, None] * (K // 2) + code_cols[None, :], codes)
     tl.store(scales_ptr + rows[:, None] * (K // 32) + scale_cols[None, :], scales)
+
+
+@triton.jit
+def round_trip_test_kernel(x_ptr, out_ptr, M, K, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """out fp32 [M, K] = quantize_tile_values of x [M, K] through bf16, interleaved back into K
+    order and times 2**BF16_SCALE_SHIFT. M % BLOCK_M == 0, K % BLOCK_K == 0, grid as above."""
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    even, odd = quantize_tile_values(tl.load(x_ptr + rows[:, None] * K + cols[None, :]),
+                                     BLOCK_M, BLOCK_K)
+    even = even.to(tl.bfloat16).to(tl.float32)
+    odd = odd.to(tl.bfloat16).to(tl.float32)
+    values = tl.join(even, odd).reshape(BLOCK_M, BLOCK_K)
+    tl.store(out_ptr + rows[:, None] * K + cols[None, :], values * (2.0 ** BF16_SCALE_SHIFT))
 
 
 @triton.jit

@@ -23,7 +23,9 @@ class GemmConfig:
     block_m: int
     block_n: int
     block_k: int
-    split_k: int = 1                 # requested K splits; > 1 adds the reduce kernel
+    split_k: int = 1                 # requested K splits
+    split_k_reduce: str = "kernel"   # who sums the splits: "kernel" (a 2nd launch) or "last_program"
+    dot: str = "scaled"              # "scaled": tl.dot_scaled; "bf16": tl.dot on exact MXFP4 values
     group_m: int = 1
     num_warps: int = 4
     num_stages: int = 1
@@ -39,10 +41,14 @@ class GemmConfig:
             problems.append(f"block_n={self.block_n} must be a multiple of 32 dividing 256")
         if self.block_k < 256 or self.block_k & (self.block_k - 1):
             problems.append(f"block_k={self.block_k} must be a power of two >= 256")
-        if self.block_m < 1 or self.block_m & (self.block_m - 1):
-            problems.append(f"block_m={self.block_m} must be a power of two")
+        if self.block_m < 16 or self.block_m & (self.block_m - 1):
+            problems.append(f"block_m={self.block_m} must be a power of two >= 16")
         if self.split_k < 1 or self.group_m < 1:
             problems.append("split_k and group_m must be >= 1")
+        if self.split_k_reduce not in ("kernel", "last_program"):
+            problems.append(f"split_k_reduce={self.split_k_reduce!r} is not 'kernel' or 'last_program'")
+        if self.dot not in ("scaled", "bf16"):
+            problems.append(f"dot={self.dot!r} is not 'scaled' or 'bf16'")
         if self.cache_modifier not in (None, ".cg", ".ca", ".cv"):
             problems.append(f"cache_modifier={self.cache_modifier!r} is not a load modifier")
         if problems:

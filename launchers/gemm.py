@@ -1,11 +1,16 @@
 """The launcher of one problem: C[M, N] = quantize(A) @ dequant(B)^T for fixed M, N, K.
 
 `launch_specs(config, backend, m, n, k, a_strides, device)` lists the kernels one call runs
-(the GEMM, then the split-K reduce when the config splits K) with their grids, compile
-options and sample arguments; tools cross-compile these same specs on the "meta" device.
-`GemmLauncher` binds each spec as a KernelLaunch; calling it with (A, B_shuffle, B_scale_sh)
-allocates a fresh output and launches the kernels in order. hw_cvt selects the gfx950
-hardware quantizer (launchers.selfcheck decides whether it may be used).
+(the GEMM, then the split-K reduce when the config splits K with split_k_reduce "kernel")
+with their grids, compile options and sample arguments; tools cross-compile these same specs
+on the "meta" device. `GemmLauncher` binds each spec as a KernelLaunch; calling it with
+(A, B_shuffle, B_scale_sh) allocates a fresh output (and fresh fp32 partials when K is split)
+and launches the kernels in order. hw_cvt selects the gfx950 hardware quantizer
+(launchers.selfcheck decides whether it may be used).
+
+With split_k_reduce "last_program" the launcher owns one int32 counter per output tile, zero
+between calls (the kernel resets what it counts). Calls of one launcher must therefore not
+overlap on the GPU: calls on one queue never do.
 """
 
 from typing import NamedTuple
@@ -13,13 +18,13 @@ from typing import NamedTuple
 import torch
 
 from kernels import formats
-from kernels.preshuffle_gemm import (gemm_arguments, gemm_grid, preshuffle_gemm_kernel,
-                                     scales_view, weight_view)
+from kernels.preshuffle_gemm import (gemm_arguments, gemm_grid, gemm_tiles,
+                                     preshuffle_gemm_kernel, scales_view, weight_view)
 from kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
 from launchers.bypass import KernelLaunch, aligned, backend_options
 from launchers.configs import GemmConfig
 
-GEMM_TENSOR_ARGS = 4    # gemm_arguments puts (a, b, b_scales, c) first
+GEMM_TENSOR_ARGS = 6    # gemm_arguments puts (a, b, b_scales, c, partials, counters) first
 REDUCE_TENSOR_ARGS = 2  # reduce_arguments puts (partials, c) first
 
 
@@ -35,24 +40,40 @@ def _output(m, n, device):
     return torch.empty((m, n), dtype=torch.bfloat16, device=device)
 
 
-def _gemm_output(m, n, splits, device):
-    if splits == 1:
-        return _output(m, n, device)
+def _partials(m, n, splits, device):
     return torch.empty((splits, m, n), dtype=torch.float32, device=device)
 
 
+def tile_counters(config: GemmConfig, m: int, n: int, device):
+    """The zeroed per-tile counters of split_k_reduce "last_program" (one int32 otherwise)."""
+    tiles = gemm_tiles(m, n, config.block_m, config.block_n)
+    uses_counters = config.split_k > 1 and config.split_k_reduce == "last_program"
+    return torch.zeros(tiles if uses_counters else 1, dtype=torch.int32, device=device)
+
+
+def kernel_dot(dot: str, backend: str) -> str:
+    """The kernel's DOT for a config's dot: the interpreter runs "bf16" with fp32 operands (the
+    same exact values), because its bf16 tl.dot is wrong."""
+    return "fp32" if dot == "bf16" and backend == "interpreter" else dot
+
+
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
-                 device, hw_cvt: bool = False) -> list:
+                 device, hw_cvt: bool = False, counters=None) -> list:
     splits, split_size = config.splits_for(k)
+    reduce_in_gemm = splits > 1 and config.split_k_reduce == "last_program"
     a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
     b = torch.empty((n, k // 2), dtype=torch.uint8, device=device)
     b_scales = torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8, device=device)
-    c = _gemm_output(m, n, splits, device)
-    gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, m, n, k,
-                               block_m=config.block_m, block_n=config.block_n,
+    c = _output(m, n, device)
+    partials = _partials(m, n, splits, device) if splits > 1 else c
+    if counters is None:
+        counters = tile_counters(config, m, n, device)
+    gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, partials, counters,
+                               m, n, k, block_m=config.block_m, block_n=config.block_n,
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
-                               split_size=split_size, cache_modifier=config.cache_modifier,
-                               hw_cvt=hw_cvt)
+                               split_size=split_size, reduce_in_gemm=reduce_in_gemm,
+                               cache_modifier=config.cache_modifier,
+                               dot=kernel_dot(config.dot, backend), hw_cvt=hw_cvt)
     specs = [LaunchSpec("gemm", preshuffle_gemm_kernel,
                         gemm_grid(m, n, config.block_m, config.block_n, splits),
                         backend_options(backend, num_warps=config.num_warps,
@@ -60,13 +81,12 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                         waves_per_eu=config.waves_per_eu,
                                         matrix_instr_nonkdim=config.matrix_instr_nonkdim),
                         gemm_args)]
-    if splits > 1:
+    if splits > 1 and not reduce_in_gemm:
         bm, bn = config.reduce_block_m, config.reduce_block_n
         specs.append(LaunchSpec("reduce", splitk_reduce_kernel, reduce_grid(m, n, bm, bn),
                                 backend_options(backend, num_warps=4, num_stages=1,
                                                 waves_per_eu=0, matrix_instr_nonkdim=0),
-                                reduce_arguments(c, _output(m, n, device), m, n,
-                                                 block_m=bm, block_n=bn)))
+                                reduce_arguments(partials, c, m, n, block_m=bm, block_n=bn)))
     return specs
 
 
@@ -76,7 +96,8 @@ class GemmLauncher:
         self.config = config
         self.m, self.n, self.device = m, n, device
         self.splits, _ = config.splits_for(k)
-        specs = launch_specs(config, backend, m, n, k, a_strides, device, hw_cvt)
+        self.counters = tile_counters(config, m, n, device)
+        specs = launch_specs(config, backend, m, n, k, a_strides, device, hw_cvt, self.counters)
         gemm_spec = specs[0]
         self.gemm = KernelLaunch(*gemm_spec[1:])
         self._gemm_constants = gemm_spec.sample_args[GEMM_TENSOR_ARGS:]
@@ -86,19 +107,22 @@ class GemmLauncher:
             self._reduce_constants = specs[1].sample_args[REDUCE_TENSOR_ARGS:]
 
     @property
+    def launches_per_call(self) -> int:
+        return 1 if self.reduce is None else 2
+
+    @property
     def is_direct(self) -> bool:
         return self.gemm.is_direct and (self.reduce is None or self.reduce.is_direct)
 
     def __call__(self, a, b_shuffle, b_scale_sh):
         b, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
-        gemm_out = _gemm_output(self.m, self.n, self.splits, self.device)
-        gemm_args = (a, b, b_scales, gemm_out) + self._gemm_constants
+        out = _output(self.m, self.n, self.device)
+        partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
+        gemm_args = (a, b, b_scales, out, partials, self.counters) + self._gemm_constants
         if aligned(a, b, b_scales):
             self.gemm(*gemm_args)
         else:
             self.gemm.standard(*gemm_args)
-        if self.reduce is None:
-            return gemm_out
-        out = _output(self.m, self.n, self.device)
-        self.reduce(gemm_out, out, *self._reduce_constants)
+        if self.reduce is not None:
+            self.reduce(partials, out, *self._reduce_constants)
         return out

@@ -5,6 +5,8 @@ N % 32 != 0), ragged K (K not a multiple of BLOCK_K: EVEN_K False), split-K with
 uneven splits, grouped tile orders and every BLOCK_N, plus two full task shapes.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -92,7 +94,7 @@ CONFIG_CASES = [
     ((8, 320, 512), GemmConfig(16, 256, 512)),
     ((4, 272, 576), GemmConfig(16, 256, 256)),
     ((64, 128, 256), GemmConfig(64, 128, 256, cache_modifier=".cg")),
-    ((3, 64, 512), GemmConfig(1, 64, 512)),
+    ((3, 64, 512), GemmConfig(16, 64, 512)),
     # split-K
     ((8, 256, 1536), GemmConfig(16, 128, 512, split_k=2)),    # 2 x 1024: the last half empty
     ((8, 192, 1536), GemmConfig(16, 64, 256, split_k=3)),     # 3 x 512
@@ -119,16 +121,45 @@ def expected_splits(config, k):
     return cdiv(k, split_size)
 
 
-@pytest.mark.parametrize("shape, config", CONFIG_CASES,
+VARIANTS = {   # name: the GemmConfig fields that select it
+    "scaled": {},
+    "bf16": {"dot": "bf16"},
+    "scaled-last-program": {"split_k_reduce": "last_program"},
+    "bf16-last-program": {"dot": "bf16", "split_k_reduce": "last_program"},
+}
+VARIANT_CASES = [(shape, dataclasses.replace(config, **fields), name)
+                 for shape, config in CONFIG_CASES for name, fields in VARIANTS.items()
+                 if config.split_k > 1 or "split_k_reduce" not in fields]
+
+
+@pytest.mark.parametrize("shape, config, variant", VARIANT_CASES,
                          ids=[f"{m}x{n}x{k}-bm{c.block_m}-bn{c.block_n}-bk{c.block_k}"
-                              f"-sk{c.split_k}-g{c.group_m}" for (m, n, k), c in CONFIG_CASES])
-def test_explicit_config_matches_reference(device, shape, config):
+                              f"-sk{c.split_k}-g{c.group_m}-{name}"
+                              for (m, n, k), c, name in VARIANT_CASES])
+def test_explicit_config_matches_reference(device, shape, config, variant):
     m, n, k = shape
     data = reference.generate_input(m, n, k, seed=k + 3 * n + 7 * m, device=device)
     launcher, out = run_config(config, data)
     assert launcher.splits == expected_splits(config, k)
-    assert (launcher.reduce is None) == (launcher.splits == 1)
+    two_launches = launcher.splits > 1 and config.split_k_reduce == "kernel"
+    assert launcher.launches_per_call == (2 if two_launches else 1)
     assert_correct(data, out)
+
+
+@pytest.mark.parametrize("dot", ["scaled", "bf16"])
+def test_last_program_reduce_over_repeated_calls_with_fresh_inputs(device, dot):
+    """The tile counters return to zero after every call: one launcher, several inputs."""
+    m, n, k = 8, 192, 1536
+    config = GemmConfig(16, 64, 256, split_k=3, split_k_reduce="last_program", dot=dot)
+    launcher = None
+    for seed in range(3):
+        data = reference.generate_input(m, n, k, seed=50 + seed, device=device)
+        if launcher is None:
+            launcher, out = run_config(config, data)
+        else:
+            out = launcher(data[0], data[3], data[4])
+        assert_correct(data, out)
+        assert int(launcher.counters.abs().sum()) == 0
 
 
 def test_split_k_and_single_pass_agree(device):
