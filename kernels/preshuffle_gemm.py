@@ -1,7 +1,10 @@
 """Fused MXFP4 GEMM on a preshuffled weight: C = quantize(A) @ dequant(B)^T.
 
 Inputs, all row-major:
-  a        bf16  [M, K]                          quantized to MXFP4 in registers
+  a        bf16  [M, K]                          quantized to MXFP4 in registers, or with
+                                                 A_PREQUANTIZED the codes uint8 [M, K/2]
+                                                 (unit column stride) and
+  a_scales uint8 [M, K/32]                       their E8M0 scales (the unfused baseline)
   b        uint8 [N/16, (K/2)*16]                shuffle_weight(B_q, (16, 16)) viewed 2-D
   b_scales uint8 [pad(N,256)/32, pad(K/32,8)*32]  e8m0_shuffle(B_scale) viewed 2-D
 Outputs:
@@ -65,29 +68,34 @@ def _unshuffle_scale_tile(s, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
+def _dequantize_codes(codes, scales, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """codes uint8 [ROWS, BK/2], scales uint8 [ROWS, BK/32] -> (even, odd) fp32 [ROWS, BK/2]:
+    the MXFP4 values times 2**-BF16_SCALE_SHIFT at the K columns 0, 2, 4, ... (low nibbles)
+    and 1, 3, 5, ... (high nibbles)."""
+    factors = tl.broadcast_to(e8m0_to_shifted_f32(scales)[:, :, None], (ROWS, BLOCK_K // 32, 16))
+    factors = factors.reshape(ROWS, BLOCK_K // 2)
+    return e2m1_code_to_f32(codes) * factors, e2m1_code_to_f32(codes >> 4) * factors
+
+
+@triton.jit
 def _dequantize_weight_tile(b, bs, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Shuffled bytes and scales -> (even, odd) fp32 [BK/2, BN]: the weight's MXFP4 values times
-    2**-BF16_SCALE_SHIFT at the K columns 0, 2, 4, ... (low nibbles) and 1, 3, 5, ... (high)."""
-    codes = _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K)
-    scales = e8m0_to_shifted_f32(_unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K))
-    scales = tl.broadcast_to(scales[:, :, None], (BLOCK_N, BLOCK_K // 32, 16))
-    scales = scales.reshape(BLOCK_N, BLOCK_K // 2)
-    even = e2m1_code_to_f32(codes) * scales
-    odd = e2m1_code_to_f32(codes >> 4) * scales
+    """Shuffled bytes and scales -> (even, odd) fp32 [BK/2, BN], as _dequantize_codes."""
+    even, odd = _dequantize_codes(_unshuffle_weight_tile(b, BLOCK_N, BLOCK_K),
+                                  _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), BLOCK_N, BLOCK_K)
     return even.trans(1, 0), odd.trans(1, 0)
 
 
 @triton.jit
 def preshuffle_gemm_kernel(
-    a_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr,
+    a_ptr, a_scales_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr,
     M, N, K,
-    stride_am, stride_ak,
+    stride_am, stride_ak, stride_asm,
     stride_bn, stride_bsn,
     stride_cm, stride_ps, stride_pm,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, SPLIT_K_SIZE: tl.constexpr,
     REDUCE_IN_GEMM: tl.constexpr, EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr,
-    DOT: tl.constexpr, HW_CVT: tl.constexpr,
+    DOT: tl.constexpr, HW_CVT: tl.constexpr, A_PREQUANTIZED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = pid % SPLIT_K
@@ -96,14 +104,20 @@ def preshuffle_gemm_kernel(
     rows_a = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     rows_b = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16)) % (N // 16)
     rows_bs = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)) % tl.cdiv(N, 32)
-    cols_a = tl.arange(0, BLOCK_K)
+    A_K_PER_ITEM: tl.constexpr = 2 if A_PREQUANTIZED else 1   # K elements per loaded A item
+    cols_a = tl.arange(0, BLOCK_K // A_K_PER_ITEM)
+    cols_as = tl.arange(0, BLOCK_K // 32)
     cols_b = tl.arange(0, (BLOCK_K // 2) * 16)
     cols_bs = tl.arange(0, BLOCK_K)
     # Logical scale column of each shuffled byte (8*c0 + 4*c1 + c2, see formats.e8m0_shuffle).
     groups_bs = 8 * (cols_bs // 256) + 4 * ((cols_bs // 2) % 2) + (cols_bs // 64) % 4
 
     k_start = pid_k * SPLIT_K_SIZE
-    a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start + cols_a)[None, :] * stride_ak
+    if A_PREQUANTIZED:
+        a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start // 2 + cols_a)[None, :]
+        as_ptrs = a_scales_ptr + rows_a[:, None] * stride_asm + (k_start // 32 + cols_as)[None, :]
+    else:
+        a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start + cols_a)[None, :] * stride_ak
     b_ptrs = b_ptr + rows_b[:, None] * stride_bn + (k_start * 8 + cols_b)[None, :]
     bs_ptrs = b_scales_ptr + rows_bs[:, None] * stride_bsn + (k_start + cols_bs)[None, :]
 
@@ -115,23 +129,38 @@ def preshuffle_gemm_kernel(
             b = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
             bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
         else:
-            a = tl.load(a_ptrs, mask=(k0 + cols_a)[None, :] < K, other=0.0)
+            a = tl.load(a_ptrs, mask=(k0 // A_K_PER_ITEM + cols_a)[None, :] < K // A_K_PER_ITEM,
+                        other=0)
             b = tl.load(b_ptrs, mask=(k0 * 8 + cols_b)[None, :] < K * 8, other=0,
                         cache_modifier=CACHE_MODIFIER)
             bs = tl.load(bs_ptrs, mask=(k0 // 32 + groups_bs)[None, :] < K // 32, other=127,
                          cache_modifier=CACHE_MODIFIER)
+        if A_PREQUANTIZED:
+            if EVEN_K:
+                a_scales = tl.load(as_ptrs)
+            else:
+                a_scales = tl.load(as_ptrs, mask=(k0 // 32 + cols_as)[None, :] < K // 32,
+                                   other=127)
         if DOT == "scaled":
-            a_codes, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, HW_CVT)
-            acc = tl.dot_scaled(a_codes, a_scales, "e2m1",
+            if not A_PREQUANTIZED:
+                a, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, HW_CVT)
+            acc = tl.dot_scaled(a, a_scales, "e2m1",
                                 _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K).trans(1, 0),
                                 _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)
         else:
             operand_dtype: tl.constexpr = tl.bfloat16 if DOT == "bf16" else tl.float32
-            a_even, a_odd = quantize_tile_values(a, BLOCK_M, BLOCK_K)
+            if A_PREQUANTIZED:
+                a_even, a_odd = _dequantize_codes(a, a_scales, BLOCK_M, BLOCK_K)
+            else:
+                a_even, a_odd = quantize_tile_values(a, BLOCK_M, BLOCK_K)
             b_even, b_odd = _dequantize_weight_tile(b, bs, BLOCK_N, BLOCK_K)
             acc = tl.dot(a_even.to(operand_dtype), b_even.to(operand_dtype), acc)
             acc = tl.dot(a_odd.to(operand_dtype), b_odd.to(operand_dtype), acc)
-        a_ptrs += BLOCK_K * stride_ak
+        if A_PREQUANTIZED:
+            a_ptrs += BLOCK_K // 2
+            as_ptrs += BLOCK_K // 32
+        else:
+            a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * 8
         bs_ptrs += BLOCK_K
 
@@ -185,16 +214,19 @@ def gemm_grid(m: int, n: int, block_m: int, block_n: int, splits: int) -> tuple:
 
 def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m, block_n,
                    block_k, group_m, splits, split_size, reduce_in_gemm, cache_modifier,
-                   dot, hw_cvt=False):
+                   dot, hw_cvt=False, a_scales=None):
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
-    b and b_scales are the 2-D views of weight_view and scales_view; c is bf16 [M, N] with unit
-    column stride. partials (fp32 [splits, M, N], contiguous) and counters (int32 [tiles], zero)
-    are read only when splits > 1 and reduce_in_gemm; pass c where they are unused. dot is
-    the kernel's DOT: "scaled", "bf16" or "fp32".
+    a is bf16 [M, K], or with a_scales given the codes uint8 [M, K/2] of a quantized A. b and
+    b_scales are the 2-D views of weight_view and scales_view; c is bf16 [M, N] with unit
+    column stride. partials (fp32 [splits, M, N], contiguous) and counters (int32 [tiles],
+    zero) are read only when splits > 1 (counters only with reduce_in_gemm); pass c where
+    they are unused. dot is the kernel's DOT: "scaled", "bf16" or "fp32".
     """
-    return (a, b, b_scales, c, partials, counters, m, n, k,
-            a.stride(0), a.stride(1), b.stride(0), b_scales.stride(0),
+    prequantized = a_scales is not None
+    scales = a_scales if prequantized else a
+    return (a, scales, b, b_scales, c, partials, counters, m, n, k,
+            a.stride(0), a.stride(1), scales.stride(0), b.stride(0), b_scales.stride(0),
             c.stride(0), m * n, n,
             block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
-            k % split_size == 0, cache_modifier, dot, hw_cvt)
+            k % split_size == 0, cache_modifier, dot, hw_cvt, prequantized)

@@ -13,10 +13,12 @@ from one of two quantizers, chosen by the constexpr HW_CVT:
 values instead of the codes, in fp32 times 2**-BF16_SCALE_SHIFT (so that bf16 holds them
 exactly), split into the even and the odd K columns: the A operand of the `tl.dot` variant
 (see kernels.preshuffle_gemm).
-`quantize_test_kernel` runs the quantizer on a plain [rows, K] tensor, `condition_test_kernel`
-the conditioning alone (the interpreter cannot run inline asm).
+`quantize_kernel` runs the quantizer on a plain [rows, K] tensor (`quantize_rows` is its host
+wrapper: the separate quantization step of the unfused baseline in tools.bench);
+`condition_test_kernel` runs the conditioning alone (the interpreter cannot run inline asm).
 """
 
+import torch
 import triton
 import triton.language as tl
 
@@ -155,21 +157,41 @@ def quantize_tile_values(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def quantize_test_kernel(x_ptr, codes_ptr, scales_ptr, M, K,
-                         BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                         HW_CVT: tl.constexpr = False):
-    """x fp32/bf16 [M, K] row-major -> codes uint8 [M, K/2], scales uint8 [M, K/32].
+def quantize_kernel(x_ptr, codes_ptr, scales_ptr, M, K, stride_xm,
+                    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, HW_CVT: tl.constexpr = False):
+    """x fp32/bf16 [M, K] (row stride stride_xm) -> codes uint8 [M, K/2], scales uint8 [M, K/32].
 
     M % BLOCK_M == 0 and K % BLOCK_K == 0; grid (M / BLOCK_M, K / BLOCK_K).
     """
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
-    x = tl.load(x_ptr + rows[:, None] * K + cols[None, :])
+    x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :])
     codes, scales = quantize_tile_mxfp4(x, BLOCK_M, BLOCK_K, HW_CVT)
     code_cols = tl.program_id(1) * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
     scale_cols = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
     tl.store(codes_ptr + rows[:, None] * (K // 2) + code_cols[None, :], codes)
     tl.store(scales_ptr + rows[:, None] * (K // 32) + scale_cols[None, :], scales)
+
+
+def _largest_power_of_two_dividing(x: int, at_most: int) -> int:
+    block = at_most
+    while x % block:
+        block //= 2
+    return block
+
+
+def quantize_rows(x, hw_cvt: bool = False):
+    """x bf16 [M, K] (K % 64 == 0, unit column stride) -> (codes uint8 [M, K/2], scales
+    uint8 [M, K/32]), as kernels.formats.quantize_mxfp4. One standard Triton launch."""
+    rows, k = x.shape
+    block_m = _largest_power_of_two_dividing(rows, 16)
+    block_k = _largest_power_of_two_dividing(k, 512)
+    codes = torch.empty(rows, k // 2, dtype=torch.uint8, device=x.device)
+    scales = torch.empty(rows, k // 32, dtype=torch.uint8, device=x.device)
+    quantize_kernel[(rows // block_m, k // block_k)](x, codes, scales, rows, k, x.stride(0),
+                                                     BLOCK_M=block_m, BLOCK_K=block_k,
+                                                     HW_CVT=hw_cvt)
+    return codes, scales
 
 
 @triton.jit

@@ -2,7 +2,8 @@
 
 `config_for(arch, m, n, k)` is the lookup used by the launchers. Arch keys are Triton target
 names: "gfx950" (MI355X), "sm_90" (H100/H200); the interpreter uses the gfx950 table so that
-CPU tests run the production tiling. Reasoning behind the entries is in README.md ("Configs").
+CPU tests run the production tiling. The entries are data in launchers.config_table, each with
+a note on where it comes from (tools.tune rewrites an arch's entries there).
 """
 
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Optional
 import triton
 
 from kernels import formats
+from launchers.config_table import CONFIG_TABLE
 
 TEST_SHAPES = ((8, 2112, 7168), (16, 3072, 1536), (64, 3072, 1536), (256, 2880, 512))
 BENCHMARK_SHAPES = ((4, 2880, 512), (16, 2112, 7168), (32, 4096, 512), (32, 2880, 512),
@@ -60,42 +62,26 @@ class GemmConfig:
         return formats.cdiv(k, size), size
 
 
-_C = GemmConfig
-GEMM_CONFIGS = {
-    "gfx950": {
-        # tests
-        (8, 2112, 7168): _C(16, 128, 512, split_k=14, cache_modifier=".cg", waves_per_eu=1),
-        (16, 3072, 1536): _C(16, 64, 512, waves_per_eu=2),
-        (64, 3072, 1536): _C(16, 128, 256, num_stages=2, waves_per_eu=2),
-        (256, 2880, 512): _C(32, 128, 512, waves_per_eu=2),
-        # benchmarks
-        (4, 2880, 512): _C(16, 64, 512, waves_per_eu=2),
-        (16, 2112, 7168): _C(16, 128, 512, split_k=14, cache_modifier=".cg", waves_per_eu=1),
-        (32, 4096, 512): _C(32, 64, 512, waves_per_eu=2),
-        (32, 2880, 512): _C(32, 64, 512, waves_per_eu=2),
-        (64, 7168, 2048): _C(16, 128, 256, num_stages=2, cache_modifier=".cg", waves_per_eu=2),
-        (256, 3072, 1536): _C(16, 128, 256, num_stages=2, cache_modifier=".cg", waves_per_eu=2),
-    },
-    "sm_90": {
-        (8, 2112, 7168): _C(16, 128, 512, split_k=14, cache_modifier=".cg"),
-        (16, 3072, 1536): _C(16, 64, 512),
-        (64, 3072, 1536): _C(16, 128, 256, num_stages=2),
-        (256, 2880, 512): _C(32, 128, 512),
-        (4, 2880, 512): _C(16, 64, 512),
-        (16, 2112, 7168): _C(16, 128, 512, split_k=14, cache_modifier=".cg"),
-        (32, 4096, 512): _C(32, 64, 512),
-        (32, 2880, 512): _C(32, 64, 512),
-        (64, 7168, 2048): _C(16, 128, 256, num_stages=2, cache_modifier=".cg"),
-        (256, 3072, 1536): _C(16, 128, 256, num_stages=2, cache_modifier=".cg"),
-    },
-}
+def _table(entries: dict) -> dict:
+    return {shape: GemmConfig(**{k: v for k, v in fields.items() if k != "note"})
+            for shape, fields in entries.items()}
+
+
+GEMM_CONFIGS = {arch: _table(entries) for arch, entries in CONFIG_TABLE.items()}
 GEMM_CONFIGS["interpreter"] = GEMM_CONFIGS["gfx950"]
+
+
+def config_note(arch: str, shape: tuple) -> str:
+    """Why the table holds what it holds for (arch, shape): reasoning, or the tuner's figure."""
+    return CONFIG_TABLE.get(arch, {}).get(tuple(shape), {}).get("note", "")
+
 
 _TARGET_WORKGROUPS = 128
 
 
-def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
-    """A config for any shape: small M tiles, wide N tiles, split-K when the grid is small."""
+def heuristic_config(m: int, n: int, k: int, arch: str = "gfx950") -> GemmConfig:
+    """A config for any shape: small M tiles, wide N tiles, split-K when the grid is small;
+    the bf16 tl.dot on NVIDIA (sm_*), where tl.dot_scaled is an emulation."""
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
     block_n = 128 if n >= 2048 else 64
     block_k = 512 if k % 512 == 0 else 256
@@ -105,9 +91,10 @@ def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
     if tiles < _TARGET_WORKGROUPS // 2 and k_tiles >= 4:
         split_k = min(k_tiles, formats.cdiv(_TARGET_WORKGROUPS, tiles), 16)
     return GemmConfig(block_m, block_n, block_k, split_k=split_k,
-                      num_stages=1 if k_tiles // split_k <= 1 else 2)
+                      num_stages=1 if k_tiles // split_k <= 1 else 2,
+                      dot="bf16" if arch.startswith("sm_") else "scaled")
 
 
 def config_for(arch: str, m: int, n: int, k: int) -> GemmConfig:
     table = GEMM_CONFIGS.get(arch, {})
-    return table.get((m, n, k)) or heuristic_config(m, n, k)
+    return table.get((m, n, k)) or heuristic_config(m, n, k, arch)

@@ -24,7 +24,7 @@ from kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_k
 from launchers.bypass import KernelLaunch, aligned, backend_options
 from launchers.configs import GemmConfig
 
-GEMM_TENSOR_ARGS = 6    # gemm_arguments puts (a, b, b_scales, c, partials, counters) first
+GEMM_TENSOR_ARGS = 7    # gemm_arguments puts (a, a_scales, b, b_scales, c, partials, counters) first
 REDUCE_TENSOR_ARGS = 2  # reduce_arguments puts (partials, c) first
 
 
@@ -58,10 +58,16 @@ def kernel_dot(dot: str, backend: str) -> str:
 
 
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
-                 device, hw_cvt: bool = False, counters=None) -> list:
+                 device, hw_cvt: bool = False, counters=None,
+                 a_prequantized: bool = False) -> list:
     splits, split_size = config.splits_for(k)
     reduce_in_gemm = splits > 1 and config.split_k_reduce == "last_program"
-    a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
+    a_scales = None
+    if a_prequantized:
+        a = torch.empty((m, k // 2), dtype=torch.uint8, device=device)
+        a_scales = torch.empty((m, k // 32), dtype=torch.uint8, device=device)
+    else:
+        a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
     b = torch.empty((n, k // 2), dtype=torch.uint8, device=device)
     b_scales = torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8, device=device)
     c = _output(m, n, device)
@@ -73,7 +79,8 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
                                split_size=split_size, reduce_in_gemm=reduce_in_gemm,
                                cache_modifier=config.cache_modifier,
-                               dot=kernel_dot(config.dot, backend), hw_cvt=hw_cvt)
+                               dot=kernel_dot(config.dot, backend), hw_cvt=hw_cvt,
+                               a_scales=a_scales)
     specs = [LaunchSpec("gemm", preshuffle_gemm_kernel,
                         gemm_grid(m, n, config.block_m, config.block_n, splits),
                         backend_options(backend, num_warps=config.num_warps,
@@ -91,13 +98,17 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
 
 
 class GemmLauncher:
+    """Call with (A, B_shuffle, B_scale_sh); with a_prequantized, with (A codes uint8 [M, K/2],
+    B_shuffle, B_scale_sh, A scales uint8 [M, K/32]) from kernels.quantize.quantize_rows."""
+
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
-                 a_strides: tuple, device, hw_cvt: bool = False):
+                 a_strides: tuple, device, hw_cvt: bool = False, a_prequantized: bool = False):
         self.config = config
         self.m, self.n, self.device = m, n, device
         self.splits, _ = config.splits_for(k)
         self.counters = tile_counters(config, m, n, device)
-        specs = launch_specs(config, backend, m, n, k, a_strides, device, hw_cvt, self.counters)
+        specs = launch_specs(config, backend, m, n, k, a_strides, device, hw_cvt, self.counters,
+                             a_prequantized)
         gemm_spec = specs[0]
         self.gemm = KernelLaunch(*gemm_spec[1:])
         self._gemm_constants = gemm_spec.sample_args[GEMM_TENSOR_ARGS:]
@@ -114,11 +125,12 @@ class GemmLauncher:
     def is_direct(self) -> bool:
         return self.gemm.is_direct and (self.reduce is None or self.reduce.is_direct)
 
-    def __call__(self, a, b_shuffle, b_scale_sh):
+    def __call__(self, a, b_shuffle, b_scale_sh, a_scales=None):
         b, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
         out = _output(self.m, self.n, self.device)
         partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
-        gemm_args = (a, b, b_scales, out, partials, self.counters) + self._gemm_constants
+        gemm_args = ((a, a if a_scales is None else a_scales, b, b_scales, out, partials,
+                      self.counters) + self._gemm_constants)
         if aligned(a, b, b_scales):
             self.gemm(*gemm_args)
         else:

@@ -11,6 +11,8 @@ import pytest
 import torch
 
 import reference
+from kernels import formats
+from kernels.quantize import quantize_rows
 from launchers import current_target, launcher_for
 from launchers.configs import GEMM_CONFIGS, GemmConfig
 from launchers.gemm import GemmLauncher
@@ -249,3 +251,21 @@ def test_a_corrupted_scale_fails_the_check(device):
     scales[0, :4] += 3               # some scales of the first rows x 8
     corrupted = data[:4] + (scales.view(data[4].dtype),)
     assert not reference.check_implementation(data, custom_kernel(corrupted))[0]
+
+
+@pytest.mark.parametrize("dot", ["scaled", "bf16"])
+@pytest.mark.parametrize("shape, config", [((8, 192, 1536), GemmConfig(16, 64, 512)),
+                                           ((4, 208, 576), GemmConfig(16, 32, 256, split_k=2))])
+def test_prequantized_a_gives_the_fused_bits(device, dot, shape, config):
+    """The unfused baseline (quantize_rows, then the GEMM on codes) equals the fused kernel."""
+    m, n, k = shape
+    config = dataclasses.replace(config, dot=dot)
+    data = reference.generate_input(m, n, k, seed=61, device=device)
+    a, _, _, b_shuffle, b_scale_sh = data
+    _, fused = run_config(config, data)
+    codes, scales = quantize_rows(a)
+    want_codes, want_scales = formats.quantize_mxfp4(a.cpu())
+    assert torch.equal(codes.cpu(), want_codes) and torch.equal(scales.cpu(), want_scales)
+    unfused = GemmLauncher(config, current_target(device)[0], m, n, k, a.stride(), device,
+                           a_prequantized=True)(codes, b_shuffle, b_scale_sh, scales)
+    assert torch.equal(unfused.view(torch.int16), fused.view(torch.int16))

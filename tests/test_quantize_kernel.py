@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from kernels import formats
-from kernels.quantize import (BF16_SCALE_SHIFT as SHIFT, quantize_test_kernel,
+from kernels.quantize import (BF16_SCALE_SHIFT as SHIFT, quantize_kernel,
                               round_trip_test_kernel)
 
 BF16_SCALE_SHIFT = SHIFT.value
@@ -19,8 +19,8 @@ def run_kernel(x, block_m):
     rows, k = x.shape
     codes = torch.empty(rows, k // 2, dtype=torch.uint8, device=x.device)
     scales = torch.empty(rows, k // 32, dtype=torch.uint8, device=x.device)
-    quantize_test_kernel[(rows // block_m, 1)](x, codes, scales, rows, k, BLOCK_M=block_m,
-                                               BLOCK_K=k)
+    quantize_kernel[(rows // block_m, 1)](x, codes, scales, rows, k, k, BLOCK_M=block_m,
+                                          BLOCK_K=k)
     return codes, scales
 
 
