@@ -19,7 +19,7 @@ def assert_valid(config: GemmConfig, k: int):
     assert config.block_n % 32 == 0 and 256 % config.block_n == 0
     assert config.block_k % 256 == 0
     assert config.block_k & (config.block_k - 1) == 0     # tl.arange(0, BLOCK_K)
-    assert config.block_m >= 1 and config.block_m & (config.block_m - 1) == 0
+    assert config.block_m >= 16 and config.block_m & (config.block_m - 1) == 0
     assert config.split_k >= 1 and config.group_m >= 1
     splits, size = config.splits_for(k)
     assert 1 <= splits <= config.split_k
@@ -76,9 +76,10 @@ def test_splits_for(block_k, split_k, k, want):
 @pytest.mark.parametrize("kwargs", [
     dict(block_n=48), dict(block_n=16), dict(block_n=512), dict(block_n=96),
     dict(block_k=128), dict(block_k=384), dict(block_k=64),
-    dict(block_m=24), dict(block_m=0), dict(block_m=-16),
+    dict(block_m=24), dict(block_m=0), dict(block_m=-16), dict(block_m=8),
     dict(split_k=0), dict(group_m=0),
     dict(cache_modifier=".xx"), dict(cache_modifier="cg"),
+    dict(dot="fp32"), dict(dot="bf"), dict(split_k_reduce="atomic"),
     # The kernel's tl.arange(0, BLOCK_K) needs a power of two.
     dict(block_k=768),
 ])
@@ -89,7 +90,7 @@ def test_gemm_config_rejects_bad_values(kwargs):
 
 
 @pytest.mark.parametrize("block_m, block_n, block_k, cache_modifier", [
-    (1, 32, 256, None), (16, 64, 512, ".cg"), (32, 128, 2048, ".ca"), (64, 256, 1024, ".cv"),
+    (16, 32, 256, None), (16, 64, 512, ".cg"), (32, 128, 2048, ".ca"), (64, 256, 1024, ".cv"),
 ])
 def test_gemm_config_accepts_good_values(block_m, block_n, block_k, cache_modifier):
     GemmConfig(block_m, block_n, block_k, cache_modifier=cache_modifier)

@@ -4,8 +4,10 @@
 
 1. `--shapes` random shapes (M up to 4096, N and K multiples of 64 up to 8192) through the
    heuristic configs, each checked against the reference.
-2. `--calls` calls with fresh inputs (a pool of 8 input sets regenerated every 8 calls);
-   GPU memory allocated at ten checkpoints, which must not change after the first.
+2. `--calls` calls with fresh inputs (a pool of 8 input sets regenerated every 8 calls), for
+   a single-pass and a split-K benchmark shape; GPU memory allocated at ten checkpoints,
+   which must not change after the first. Also the host cost of the input validation
+   (launchers.inputs.problem_of) per call.
 3. `--iterations` calls per benchmark shape, with the seed bumped by 13 and inputs generated
    afresh before each call and every output checked, as the leaderboard does.
 Prints figures and `N passed, N failed`; exits 1 on any failure. Needs a GPU.
@@ -27,6 +29,39 @@ def random_shapes(count, rng):
     return shapes
 
 
+def memory_stays_flat(m, n, k, calls, custom_kernel, cached_launcher_count) -> bool:
+    import reference
+    pool = [reference.generate_input(m, n, k, seed=s) for s in range(8)]
+    for warm in pool:
+        custom_kernel(warm)
+    del warm
+    torch.cuda.synchronize()
+    launchers_before = cached_launcher_count()
+    checkpoints = []
+    for call in range(calls):
+        if call % len(pool) == 0:
+            pool = [reference.generate_input(m, n, k, seed=call + s) for s in range(len(pool))]
+        custom_kernel(pool[call % len(pool)])
+        if (call + 1) % max(1, calls // 10) == 0:
+            torch.cuda.synchronize()
+            checkpoints.append(torch.cuda.memory_allocated())
+    del pool
+    # The first checkpoint absorbs one-time allocations; a leak grows from there on.
+    flat = len(set(checkpoints[1:])) <= 1
+    print(f"memory over {calls} calls of {m}x{n}x{k} with fresh inputs (one pool of 8 "
+          f"input sets alive), bytes allocated every {max(1, calls // 10)} calls: "
+          f"{checkpoints}; launchers cached {launchers_before} -> {cached_launcher_count()}: "
+          f"{'flat' if flat else 'GREW'}", flush=True)
+    return flat
+
+
+def host_seconds_per_call(fn, calls: int) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) / calls
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", type=int, default=50)
@@ -40,6 +75,7 @@ def main(argv=None):
     import reference
     from launchers import cached_launcher_count
     from launchers.configs import BENCHMARK_SHAPES
+    from launchers.inputs import problem_of
     from submission import custom_kernel
 
     passed = failed = 0
@@ -53,29 +89,12 @@ def main(argv=None):
               f"{'pass' if ok else 'FAIL ' + message}", flush=True)
     print(f"random shapes: {args.shapes} in {time.time() - start:.0f} s", flush=True)
 
-    m, n, k = BENCHMARK_SHAPES[0]
-    pool = [reference.generate_input(m, n, k, seed=s) for s in range(8)]
-    for warm in pool:
-        custom_kernel(warm)
-    del warm
-    torch.cuda.synchronize()
-    launchers_before = cached_launcher_count()
-    checkpoints = []
-    for call in range(args.calls):
-        if call % len(pool) == 0:
-            pool = [reference.generate_input(m, n, k, seed=call + s) for s in range(len(pool))]
-        custom_kernel(pool[call % len(pool)])
-        if (call + 1) % max(1, args.calls // 10) == 0:
-            torch.cuda.synchronize()
-            checkpoints.append(torch.cuda.memory_allocated())
-    del pool
-    # The first checkpoint absorbs one-time allocations; a leak grows from there on.
-    flat = len(set(checkpoints[1:])) <= 1
-    passed, failed = passed + flat, failed + (not flat)
-    print(f"memory over {args.calls} calls of {m}x{n}x{k} with fresh inputs (one pool of 8 "
-          f"input sets alive), bytes allocated every {max(1, args.calls // 10)} calls: "
-          f"{checkpoints}; launchers cached {launchers_before} -> {cached_launcher_count()}: "
-          f"{'flat' if flat else 'GREW'}", flush=True)
+    for m, n, k in BENCHMARK_SHAPES[:2]:
+        flat = memory_stays_flat(m, n, k, args.calls, custom_kernel, cached_launcher_count)
+        passed, failed = passed + flat, failed + (not flat)
+    data = reference.generate_input(*BENCHMARK_SHAPES[0], seed=0)
+    print(f"input validation (problem_of) host time per call: "
+          f"{host_seconds_per_call(lambda: problem_of(data), 10000) * 1e6:.2f} µs", flush=True)
 
     for m, n, k in BENCHMARK_SHAPES:
         failures = 0

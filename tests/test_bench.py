@@ -1,0 +1,151 @@
+"""tools.bench on the CPU: shape parsing, bytes and floor math, rows, geomeans, the table, the
+config label, and the exit without a GPU."""
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES, GemmConfig
+from tools import bench
+from tools.evaluate import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timing(mean_us):
+    return {"mean_us": mean_us, "median_us": mean_us, "min_us": mean_us, "calls": 3}
+
+
+def fake_row(m, n, k, fused, floor, bf16=2.0, direct=3.0, failures=None, config="16x64x512"):
+    timings = {"fused": timing(fused), "unfused": timing(2 * fused), "reference": timing(100.0),
+               "bf16_linear": timing(bf16)}
+    host = {"direct": direct, "standard": 20.0, "custom_kernel": 5.0}
+    return bench.make_row({"m": m, "n": n, "k": k, "seed": 1}, timings, floor, 2, config, host,
+                          failures or {})
+
+
+# ----------------------------------------------------------------------------- shapes
+
+def test_default_shapes_are_the_benchmark_shapes():
+    specs = bench.parse_shape_list("bench")
+    assert [(s["m"], s["n"], s["k"]) for s in specs] == list(BENCHMARK_SHAPES)
+    assert [s["seed"] for s in specs] == [4242 + i for i in range(len(BENCHMARK_SHAPES))]
+
+
+def test_named_sets_and_explicit_shapes_mix():
+    specs = bench.parse_shape_list("tests, 4x64x256")
+    assert [(s["m"], s["n"], s["k"]) for s in specs] == list(TEST_SHAPES) + [(4, 64, 256)]
+    assert specs[-1]["seed"] == 4242 + len(TEST_SHAPES)
+    assert len(bench.parse_shape_list("all")) == len(TASK_SHAPES)
+
+
+@pytest.mark.parametrize("text", ["4x64", "4,64,256", "4x64x100", "0x64x256", "benchx", "",
+                                  "4x64x256,"])
+def test_bad_shapes_are_refused(text):
+    with pytest.raises(UsageError):
+        bench.parse_shape_list(text)
+
+
+# ----------------------------------------------------------------------------- floor math
+
+def test_gemm_bytes_counts_a_weight_scales_and_output():
+    # A 16*7168*2, B_shuffle 2112*7168/2, scales 2112*7168/32, C 16*2112*2
+    assert bench.gemm_bytes(16, 2112, 7168) == 229376 + 7569408 + 473088 + 67584
+    assert bench.gemm_bytes(1, 16, 64) == 128 + 512 + 32 + 32
+
+
+def test_copy_bandwidth_counts_read_and_write():
+    assert bench.copy_bandwidth(1 << 30, 0.5e-3) == pytest.approx(2 * (1 << 30) / 0.5e-3)
+
+
+def test_floor_is_empty_launch_plus_bytes_at_bandwidth():
+    assert bench.floor_us(4_000_000, 2.5, 4e12) == pytest.approx(3.5)
+    assert bench.floor_us(0, 2.5, 4e12) == pytest.approx(2.5)
+
+
+# ----------------------------------------------------------------------------- rows and geomeans
+
+def test_row_means_and_ratios():
+    row = fake_row(4, 2880, 512, fused=8.0, floor=4.0, bf16=16.0)
+    assert row["us"] == {"fused": 8.0, "unfused": 16.0, "reference": 100.0,
+                         "bf16_linear": 16.0, "floor": 4.0}
+    assert row["ratios"] == {"fused/bf16_linear": 0.5, "fused/floor": 2.0}
+    assert row["bytes"] == bench.gemm_bytes(4, 2880, 512)
+    assert row["ok"] and bench.check_text(row) == "ok"
+
+
+def test_a_failed_check_marks_the_row():
+    row = fake_row(4, 64, 256, 1.0, 1.0, failures={"unfused": "3 of 256 elements mismatch"})
+    assert not row["ok"]
+    assert bench.check_text(row) == "FAIL unfused"
+
+
+def test_summary_takes_geomeans_and_skips_missing_host_figures():
+    rows = [fake_row(4, 64, 256, fused=2.0, floor=1.0, direct=None),
+            fake_row(8, 64, 256, fused=8.0, floor=1.0, direct=4.0)]
+    totals = bench.summarize(rows)
+    assert totals["us"]["fused"] == pytest.approx(4.0)
+    assert totals["ratios"]["fused/floor"] == pytest.approx(4.0)
+    assert totals["host_us"]["direct"] == pytest.approx(4.0)
+    assert totals["host_us"]["standard"] == pytest.approx(20.0)
+    only_missing = bench.summarize(rows[:1])
+    assert only_missing["host_us"]["direct"] is None
+
+
+# ----------------------------------------------------------------------------- table
+
+def test_table_has_a_line_per_row_and_a_geomean_line():
+    rows = [fake_row(4, 2880, 512, fused=8.0, floor=4.0, direct=None, config="16x64x512 wpe2"),
+            fake_row(16, 2112, 7168, fused=18.0, floor=9.0,
+                     failures={"fused": "bad"}, config="16x128x512 sk14 .cg")]
+    lines = bench.format_table(rows, bench.summarize(rows)).splitlines()
+    assert len(lines) == 4
+    header, first, second, last = lines
+    for label in ("a fused", "b unfused", "c ref", "d bf16", "e floor", "a/d", "a/e",
+                  "launches", "config", "host dir", "host std", "host ck", "check"):
+        assert label in header
+    assert first.split()[:5] == ["4", "2880", "512", "8.00", "16.00"]
+    assert "16x64x512 wpe2" in first and first.endswith("ok")
+    assert "16x128x512 sk14 .cg" in second and second.endswith("FAIL fused")
+    assert last.startswith("geomean")
+    assert f"{math.sqrt(8.0 * 18.0):.2f}" in last.split()
+    assert "2.00" in last.split()          # a/e: 2.0 in both rows
+    # columns line up: every value ends where its header ends
+    assert header.index("config") == first.index("16x64x512")
+
+
+def test_missing_host_direct_is_a_dash_in_its_column():
+    row = fake_row(4, 64, 256, fused=1.0, floor=1.0, direct=None)
+    _, line, _ = bench.format_table([row], bench.summarize([row])).splitlines()
+    assert line.split()[-4:] == ["-", "20.0", "5.0", "ok"]
+
+
+# ----------------------------------------------------------------------------- config label
+
+def test_config_label_shows_tile_and_non_default_fields():
+    assert bench.config_label(GemmConfig(16, 64, 512)) == "16x64x512"
+    label = bench.config_label(GemmConfig(16, 128, 512, split_k=14, cache_modifier=".cg",
+                                          num_warps=8, num_stages=2, dot="bf16"))
+    assert label.split(" ")[0] == "16x128x512"
+    assert set(label.split(" ")[1:]) == {"sk14", "bf16", "w8", "st2", ".cg"}
+
+
+# ----------------------------------------------------------------------------- command line
+
+def test_without_a_gpu_it_exits_2_with_a_message():
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="")
+    env.pop("TRITON_INTERPRET", None)
+    result = subprocess.run([sys.executable, "-m", "tools.bench", "--shapes", "4x64x256"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "tools.bench: needs a GPU" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_shapes_exit_2_before_looking_for_a_gpu(capsys):
+    assert bench.main(["--shapes", "4x64x100"]) == 2
+    assert "K must be a multiple of 64" in capsys.readouterr().err

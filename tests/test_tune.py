@@ -1,0 +1,94 @@
+"""tools.tune's CPU-side parts: the candidate spaces, the resumable state, the table writer."""
+
+import dataclasses
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from launchers import config_table
+from launchers.configs import GEMM_CONFIGS, GemmConfig
+from tools import tune
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "gfx950"])
+@pytest.mark.parametrize("shape", [(4, 2880, 512), (16, 2112, 7168), (256, 3072, 1536)])
+def test_tile_candidates_are_valid_and_distinct(arch, shape):
+    m, n, k = shape
+    candidates = tune.tile_candidates(arch, m, n, k, processors=132)
+    assert len(candidates) >= 10
+    assert len({tune.config_key(c) for c in candidates}) == len(candidates)
+    for config in candidates:
+        assert config.splits_for(k)[0] == config.split_k     # no empty splits
+        assert config.block_m == 16 or config.block_m <= m
+        assert config.block_m * config.block_n * config.block_k <= tune.MAX_TILE_ELEMENTS
+    dots = {c.dot for c in candidates}
+    assert dots == ({"bf16", "scaled"} if arch == "sm_90" else {"scaled"})
+
+
+def test_tile_candidates_put_two_waves_first():
+    candidates = tune.tile_candidates("sm_90", 16, 2112, 7168, processors=132)
+    bf16 = [c for c in candidates if c.dot == "bf16"]
+    distances = [abs(tune._waves(c, 16, 2112, 7168, 132) - 2) for c in bf16[:3]]
+    assert max(distances) < 1.0
+    assert candidates[-1].dot == "scaled"
+
+
+def test_refine_candidates_pass_hip_options_only_on_hip():
+    base = GemmConfig(16, 64, 256, split_k=4, split_k_reduce="last_program", dot="bf16")
+    nvidia = tune.refine_candidates("sm_90", base, 2048)
+    amd = tune.refine_candidates("gfx950", dataclasses.replace(base, dot="scaled"), 2048)
+    assert {c.waves_per_eu for c in nvidia} == {0}
+    assert {c.waves_per_eu for c in amd} == {0, 1, 2}
+    assert {c.split_k_reduce for c in nvidia} == {"kernel", "last_program"}
+    single = tune.refine_candidates("sm_90", GemmConfig(16, 64, 512, dot="bf16"), 512)
+    assert {c.num_stages for c in single} == {1} and {c.split_k_reduce for c in single} == {"kernel"}
+
+
+def test_rendered_table_reads_back_as_the_same_data():
+    text = tune.render_table(config_table.CONFIG_TABLE, config_table.__doc__)
+    namespace = {}
+    exec(compile(text, "config_table.py", "exec"), namespace)
+    assert namespace["CONFIG_TABLE"] == config_table.CONFIG_TABLE
+    assert namespace["__doc__"] == config_table.__doc__
+
+
+def test_write_winners_replaces_one_arch_and_keeps_the_rest(tmp_path):
+    path = tmp_path / "config_table.py"
+    winner = GemmConfig(16, 32, 256, split_k=2, split_k_reduce="last_program", dot="bf16")
+    result = {"config": dataclasses.asdict(winner), "median_us": 5.0}
+    tune.write_winners("sm_90", {(4, 2880, 512): (result, "measured 5.0")}, path)
+    namespace = {}
+    exec(path.read_text(), namespace)
+    table = namespace["CONFIG_TABLE"]
+    assert table["gfx950"] == config_table.CONFIG_TABLE["gfx950"]
+    entry = table["sm_90"][(4, 2880, 512)]
+    assert entry["note"] == "measured 5.0"
+    assert GemmConfig(**{k: v for k, v in entry.items() if k != "note"}) == winner
+    untouched = (16, 2112, 7168)
+    assert table["sm_90"][untouched] == config_table.CONFIG_TABLE["sm_90"][untouched]
+    assert GEMM_CONFIGS["sm_90"][untouched] != winner
+
+
+def test_state_resumes_from_its_file(tmp_path):
+    path = tmp_path / "state.json"
+    state = tune.State(path)
+    state.record("sm_90", (4, 2880, 512), "k1", {"ok": True, "median_us": 7.0})
+    state.record("sm_90", (4, 2880, 512), "k2", {"ok": False, "error": "wrong output"})
+    resumed = tune.State(path)
+    results = resumed.results("sm_90", (4, 2880, 512))
+    assert set(results) == {"k1", "k2"}
+    assert tune.best_result(results)["median_us"] == 7.0
+    assert tune.best_result({"k2": results["k2"]}) is None
+
+
+def test_without_a_gpu_it_says_so_and_fails():
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+    done = subprocess.run([sys.executable, "-m", "tools.tune", "--shapes", "4,2880,512"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "needs a GPU" in done.stderr

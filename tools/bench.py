@@ -1,0 +1,397 @@
+"""GPU benchmark: the fused kernel beside the unfused path, the torch reference, bf16 and the floor.
+
+    python -m tools.bench [--shapes bench|tests|all|MxNxK,...] [--calls 100] [--clear-bytes N]
+                          [--host-calls 200] [--json FILE] [--png FILE]
+
+Per shape (default: the 6 benchmark shapes; seed 4242 + the shape's index, as tools.evaluate),
+one set of inputs from reference.generate_input, and in the runner's loop (tools.timing.RunnerLoop:
+synchronize, cache clear, start event, call, end event, synchronize), `--calls` times each of:
+  (a) fused:       submission.custom_kernel(data);
+  (b) unfused:     kernels.quantize.quantize_rows(A), then the GEMM on the quantized A with the
+                   config custom_kernel uses (GemmLauncher with a_prequantized);
+  (c) reference:   reference.ref_kernel(data) (dequantize, fp32 matmul);
+  (d) bf16_linear: torch.nn.functional.linear(A, B) with the weight B kept in bf16;
+  (e) floor:       an empty Triton kernel's time in the same loop plus the bytes the GEMM must
+                   move (A, B_shuffle, B's scales, C) at the device copy bandwidth measured in
+                   this run (best of several 1 GiB device-to-device copies, read + write).
+(a) and (b) are checked once per shape with reference.check_implementation; a failure is
+printed and recorded, and the shape is still timed. Host µs per call without synchronization
+(tools.timing.host_time_us): the GEMM's bypass launch ("direct"), its standard Triton launch,
+and custom_kernel itself.
+
+Prints one line per shape, then a table (mean µs of (a)..(e), a/d, a/e, launches per call,
+config, host µs) ending in a geomean row. --json writes the rows, --png a grouped bar chart
+(log scale; needs matplotlib). Exit codes: 0 every check passed, 1 a check failed, 2 usage
+error or no GPU.
+"""
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import torch
+import triton
+
+from tools.evaluate import UsageError, _num, geomean, parse_shapes
+from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
+
+COPY_BYTES = 1 << 30
+COPY_REPETITIONS = 5
+DEFAULT_CALLS = 100
+DEFAULT_HOST_CALLS = 200
+
+US_COLUMNS = (("fused", "a fused"), ("unfused", "b unfused"), ("reference", "c ref"),
+              ("bf16_linear", "d bf16"), ("floor", "e floor"))
+RATIO_COLUMNS = (("fused/bf16_linear", "a/d"), ("fused/floor", "a/e"))
+HOST_COLUMNS = (("direct", "host dir"), ("standard", "host std"),
+                ("custom_kernel", "host ck"))
+LEGEND = ("mean µs per call in the runner's loop: (a) custom_kernel, (b) quantize_rows + GEMM, "
+          "(c) reference.ref_kernel, (d) F.linear on the bf16 weight, (e) floor = empty kernel + "
+          "bytes at copy bandwidth; host: µs per call without synchronization (GEMM direct and "
+          "standard launch, custom_kernel)")
+
+_SHAPE_WORD = re.compile(r"(\d+)x(\d+)x(\d+)")
+_SHAPE_SETS = {"bench": "benchmarks", "benchmarks": "benchmarks", "tests": "tests", "all": "all"}
+_CONFIG_SHORT_NAMES = {"split_k": "sk", "group_m": "g", "num_warps": "w", "num_stages": "st",
+                       "waves_per_eu": "wpe", "matrix_instr_nonkdim": "mi",
+                       "reduce_block_m": "rbm", "reduce_block_n": "rbn"}
+_CONFIG_TILE = ("block_m", "block_n", "block_k")
+
+
+# ----------------------------------------------------------------------------- pure functions
+
+def parse_shape_list(text):
+    """"bench,tests,all,MxNxK,..." -> [{"m", "n", "k", "seed"}] (tools.evaluate's seeds)."""
+    words = []
+    for word in text.split(","):
+        word = word.strip()
+        match = _SHAPE_WORD.fullmatch(word)
+        if match:
+            words.append(",".join(match.groups()))
+        elif word in _SHAPE_SETS:
+            words.append(_SHAPE_SETS[word])
+        else:
+            raise UsageError(f"--shapes: expected bench, tests, all or MxNxK, comma-separated; "
+                             f"got {word!r}")
+    return parse_shapes(words)
+
+
+def gemm_bytes(m, n, k):
+    """Bytes the GEMM must move: A bf16, B_shuffle (K/2 bytes a row), B's e8m0 scales, C bf16."""
+    return m * k * 2 + n * k // 2 + n * k // 32 + m * n * 2
+
+
+def copy_bandwidth(nbytes, seconds):
+    """Bytes per second of a copy of `nbytes` that took `seconds`, counting read and write."""
+    return 2 * nbytes / seconds
+
+
+def floor_us(nbytes, empty_kernel_us, bandwidth):
+    """The time no GEMM beats: an empty launch plus `nbytes` at `bandwidth` (bytes/s)."""
+    return empty_kernel_us + nbytes / bandwidth * 1e6
+
+
+def config_label(config):
+    """A GemmConfig in short: "BMxBNxBK", then every field that differs from its default
+    ("sk14" split_k, "w8" num_warps, "st2" num_stages, "g4" group_m, "wpe2" waves_per_eu, ...;
+    string fields by value: ".cg", "bf16", "last_program")."""
+    parts = ["x".join(str(getattr(config, name)) for name in _CONFIG_TILE)]
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if field.name in _CONFIG_TILE or value == field.default:
+            continue
+        if isinstance(value, str):
+            parts.append(value)
+        elif field.name in _CONFIG_SHORT_NAMES:
+            parts.append(f"{_CONFIG_SHORT_NAMES[field.name]}{value}")
+        else:
+            parts.append(f"{field.name}={value}")
+    return " ".join(parts)
+
+
+def make_row(spec, timings, floor, launches, config, host_us, failures):
+    """One shape's record. timings: {variant (a)-(d): tools.timing.summary}; floor: (e) in µs;
+    host_us: {"direct" (None when the bypass launch is unavailable), "standard",
+    "custom_kernel"}; failures: {"fused" or "unfused": the check's message}."""
+    us = dict({name: stats["mean_us"] for name, stats in timings.items()}, floor=floor)
+    ratios = {"fused/bf16_linear": us["fused"] / us["bf16_linear"],
+              "fused/floor": us["fused"] / floor}
+    return dict(spec, config=config, launches=launches,
+                bytes=gemm_bytes(spec["m"], spec["n"], spec["k"]), us=us, ratios=ratios,
+                host_us=dict(host_us), timings=timings, failures=dict(failures), ok=not failures)
+
+
+def check_text(row):
+    """"ok", or "FAIL" and the variants whose check failed."""
+    return "ok" if row["ok"] else "FAIL " + ",".join(sorted(row["failures"]))
+
+
+def _column_geomeans(rows, group, columns):
+    return {key: geomean(row[group][key] for row in rows if row[group][key] is not None)
+            for key, _ in columns}
+
+
+def summarize(rows):
+    """Geomeans over the rows of every µs column, both ratios and the host µs (None where no row
+    has a value)."""
+    return {"shapes": len(rows), "us": _column_geomeans(rows, "us", US_COLUMNS),
+            "ratios": _column_geomeans(rows, "ratios", RATIO_COLUMNS),
+            "host_us": _column_geomeans(rows, "host_us", HOST_COLUMNS)}
+
+
+def _cells(values, columns, width, digits):
+    return [_num(values[key], width, digits) for key, _ in columns]
+
+
+def _headers(columns, width):
+    return [f"{label:>{width}}" for _, label in columns]
+
+
+def format_table(rows, summary):
+    """M N K, (a)..(e) µs, a/d, a/e, launches, config, host µs, check; then a geomean row."""
+    config_width = max([len("config")] + [len(row["config"]) for row in rows])
+    header = ([f"{'M':>5} {'N':>5} {'K':>5}"] + _headers(US_COLUMNS, 9) + _headers(RATIO_COLUMNS, 6)
+              + [f"{'launches':>8}", f"{'config':<{config_width}}"] + _headers(HOST_COLUMNS, 8)
+              + ["check"])
+    lines = [" ".join(header)]
+    for row in rows:
+        cells = ([f"{row['m']:>5} {row['n']:>5} {row['k']:>5}"]
+                 + _cells(row["us"], US_COLUMNS, 9, 2) + _cells(row["ratios"], RATIO_COLUMNS, 6, 2)
+                 + [f"{row['launches']:>8}", f"{row['config']:<{config_width}}"]
+                 + _cells(row["host_us"], HOST_COLUMNS, 8, 1) + [check_text(row)])
+        lines.append(" ".join(cells))
+    cells = ([f"{'geomean':<17}"] + _cells(summary["us"], US_COLUMNS, 9, 2)
+             + _cells(summary["ratios"], RATIO_COLUMNS, 6, 2)
+             + [f"{'':>8}", f"{'':<{config_width}}"]
+             + _cells(summary["host_us"], HOST_COLUMNS, 8, 1))
+    lines.append(" ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def write_png(path, rows, summary, title):
+    """Grouped bars per shape, (a)..(e), on a log µs axis."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    width = 0.8 / len(US_COLUMNS)
+    xs = range(len(rows))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(rows) + 2), 4.8))
+    for index, (key, label) in enumerate(US_COLUMNS):
+        offset = (index - (len(US_COLUMNS) - 1) / 2) * width
+        ax.bar([x + offset for x in xs], [row["us"][key] for row in rows], width, label=label)
+    ax.set_yscale("log")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([f"{row['m']}x{row['n']}x{row['k']}" for row in rows], rotation=20)
+    ax.set_ylabel("mean µs per call")
+    ratio = summary["ratios"]["fused/floor"]
+    ax.set_title(f"{title}: geomean a/e {ratio:.2f}" if ratio else title)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def require_matplotlib():
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("--png needs matplotlib, which is not installed here "
+                         "(pip install matplotlib, or pip install -e '.[plot]')")
+
+
+# ----------------------------------------------------------------------------- GPU
+
+@triton.jit
+def empty_kernel():
+    """Does nothing: its time in the runner's loop is the cost of one launch."""
+    pass
+
+
+def gpu_problem():
+    """Why this cannot run here (a sentence), or None when a CUDA/ROCm GPU is usable."""
+    from launchers import interpreting
+    if not torch.cuda.is_available():
+        return "needs a GPU (CUDA or ROCm); none is available here"
+    if interpreting():
+        return "TRITON_INTERPRET is set; unset it to time compiled kernels"
+    return None
+
+
+def measure_copy_bandwidth(nbytes=COPY_BYTES, repetitions=COPY_REPETITIONS):
+    """Device copy bandwidth in bytes/s: the best of `repetitions` timed copies of `nbytes`."""
+    source = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    target = torch.empty_like(source)
+    target.copy_(source)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best_s = float("inf")
+    for _ in range(repetitions):
+        torch.cuda.synchronize()
+        start.record()
+        target.copy_(source)
+        end.record()
+        torch.cuda.synchronize()
+        best_s = min(best_s, start.elapsed_time(end) / 1000.0)
+    return copy_bandwidth(nbytes, best_s)
+
+
+def time_variant(loop, fn, calls):
+    """tools.timing.summary of `calls` timed calls of fn, after one untimed call."""
+    fn()
+    torch.cuda.synchronize()
+    return summary(loop.time(fn, calls))
+
+
+def gemm_launch_args(launcher, data):
+    """The GEMM kernel's arguments for `launcher` on data, built as GemmLauncher.__call__ does."""
+    from kernels.preshuffle_gemm import scales_view, weight_view
+    a, b_shuffle, b_scale_sh = data[0], data[3], data[4]
+    out = torch.empty((launcher.m, launcher.n), dtype=torch.bfloat16, device=a.device)
+    partials = out
+    if launcher.splits > 1:
+        partials = torch.empty((launcher.splits, launcher.m, launcher.n), dtype=torch.float32,
+                               device=a.device)
+    return ((a, a, weight_view(b_shuffle), scales_view(b_scale_sh), out, partials,
+             launcher.counters) + launcher._gemm_constants)
+
+
+def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):
+    """Check (a) and (b), time (a)..(d) and the host launches for one shape; its row."""
+    import reference
+    from kernels.quantize import quantize_rows
+    from launchers import current_target, launcher_for
+    from launchers.gemm import GemmLauncher
+    from launchers.selfcheck import hardware_quantizer_ok
+    from submission import custom_kernel
+
+    m, n, k = spec["m"], spec["n"], spec["k"]
+    data = reference.generate_input(m, n, k, spec["seed"], device="cuda")
+    a, b, _, b_shuffle, b_scale_sh = data
+    launcher = launcher_for(a, n)
+    backend, arch = current_target(a.device)
+    hw_cvt = hardware_quantizer_ok(arch, backend, str(a.device))
+    unfused_gemm = GemmLauncher(launcher.config, backend, m, n, k, a.stride(), a.device,
+                                a_prequantized=True)
+
+    def unfused():
+        codes, scales = quantize_rows(a, hw_cvt)
+        return unfused_gemm(codes, b_shuffle, b_scale_sh, scales)
+
+    variants = {"fused": lambda: custom_kernel(data), "unfused": unfused,
+                "reference": lambda: reference.ref_kernel(data),
+                "bf16_linear": lambda: torch.nn.functional.linear(a, b)}
+    failures = {}
+    for name in ("fused", "unfused"):
+        ok, message = reference.check_implementation(data, variants[name]())
+        if not ok:
+            failures[name] = message
+            print(f"  FAIL {m}x{n}x{k} {name}: {message}", flush=True)
+    timings = {name: time_variant(loop, fn, calls) for name, fn in variants.items()}
+
+    args = gemm_launch_args(launcher, data)
+    host_us = {"direct": (host_time_us(lambda: launcher.gemm(*args), host_calls)
+                          if launcher.gemm.is_direct else None),
+               "standard": host_time_us(lambda: launcher.gemm.standard(*args), host_calls),
+               "custom_kernel": host_time_us(variants["fused"], host_calls)}
+    floor = floor_us(gemm_bytes(m, n, k), empty_kernel_us, bandwidth)
+    row = make_row(spec, timings, floor, launcher.launches_per_call, config_label(launcher.config),
+                   host_us, failures)
+    row["config_fields"] = dataclasses.asdict(launcher.config)
+    return row
+
+
+def _progress(index, count, row):
+    us = row["us"]
+    times = ", ".join(f"{label} {us[key]:.2f}" for key, label in US_COLUMNS)
+    return (f"[{index}/{count}] {row['m']}x{row['n']}x{row['k']} seed {row['seed']} "
+            f"({row['config']}): {times} µs; a/e {row['ratios']['fused/floor']:.2f}; "
+            f"check {check_text(row)}")
+
+
+def run(specs, args):
+    """Measure the floor's parts, then every shape; returns (rows, run facts)."""
+    device = torch.cuda.get_device_name()
+    print(f"device: {device}; {len(specs)} shape(s), {args.calls} timed calls each, cache clear "
+          f"{args.clear_bytes / 2**20:.0f} MiB", flush=True)
+    start = time.perf_counter()
+    import submission  # noqa: F401  (pre-warms every task shape's kernels on a GPU)
+    print(f"imported submission (pre-warm) in {time.perf_counter() - start:.1f} s", flush=True)
+
+    loop = RunnerLoop(args.clear_bytes)
+    bandwidth = measure_copy_bandwidth()
+    empty_kernel[(1,)]()
+    empty_kernel_us = summary(loop.time(lambda: empty_kernel[(1,)](), args.calls))["mean_us"]
+    print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (best of {COPY_REPETITIONS} copies of "
+          f"{COPY_BYTES / 2**30:.0f} GiB, read + write); empty kernel {empty_kernel_us:.2f} µs",
+          flush=True)
+    rows = []
+    for index, spec in enumerate(specs, 1):
+        rows.append(bench_shape(spec, loop, args.calls, args.host_calls, empty_kernel_us,
+                                bandwidth))
+        print(_progress(index, len(specs), rows[-1]), flush=True)
+    facts = {"device": device, "calls": args.calls, "host_calls": args.host_calls,
+             "clear_bytes": args.clear_bytes, "copy_bandwidth_bytes_per_s": bandwidth,
+             "empty_kernel_us": empty_kernel_us}
+    return rows, facts
+
+
+# ----------------------------------------------------------------------------- command line
+
+def _build_parser():
+    parser = argparse.ArgumentParser(prog="python -m tools.bench",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default="bench",
+                        help="comma-separated: bench, tests, all or MxNxK (default bench)")
+    parser.add_argument("--calls", type=int, default=DEFAULT_CALLS,
+                        help=f"timed calls per variant and shape (default {DEFAULT_CALLS})")
+    parser.add_argument("--clear-bytes", type=int, default=DEFAULT_CLEAR_BYTES,
+                        help=f"cache-clear buffer before each timed call "
+                             f"(default {DEFAULT_CLEAR_BYTES})")
+    parser.add_argument("--host-calls", type=int, default=DEFAULT_HOST_CALLS,
+                        help=f"calls per host-time figure (default {DEFAULT_HOST_CALLS})")
+    parser.add_argument("--json", help="write the rows, the geomeans and the run's facts here")
+    parser.add_argument("--png", help="write a grouped bar chart here (needs matplotlib)")
+    return parser
+
+
+def main(argv=None):
+    args = _build_parser().parse_args(argv)
+    try:
+        specs = parse_shape_list(args.shapes)
+        if args.calls < 1 or args.host_calls < 1:
+            raise UsageError("--calls and --host-calls must be at least 1")
+        if args.clear_bytes < 4:
+            raise UsageError("--clear-bytes must be at least 4")
+        if args.png:
+            require_matplotlib()
+    except UsageError as error:
+        print(f"tools.bench: {error}", file=sys.stderr)
+        return 2
+    problem = gpu_problem()
+    if problem:
+        print(f"tools.bench: {problem}", file=sys.stderr)
+        return 2
+
+    rows, facts = run(specs, args)
+    totals = summarize(rows)
+    print(f"\n{LEGEND}\n{format_table(rows, totals)}", flush=True)
+    failed = [row for row in rows if not row["ok"]]
+    for row in failed:
+        for name, message in sorted(row["failures"].items()):
+            print(f"FAIL {row['m']}x{row['n']}x{row['k']} {name}: {message}", flush=True)
+    if args.json:
+        report = dict(facts, rows=rows, geomean=totals)
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {args.json}", flush=True)
+    if args.png:
+        write_png(args.png, rows, totals, f"mxfp4-mm bench on {facts['device']}")
+        print(f"wrote {args.png}", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""Search kernel configs per shape on the running GPU and write the winners into the config data.
+
+    python -m tools.tune [--shapes benchmarks|tests|all|M,N,K ...] [--budget-s 480] [--calls 30]
+                         [--state tune-state.json] [--workers 8] [--write]
+
+For each shape, in two stages within its share of the time budget:
+  1. tiles: BLOCK_M, BLOCK_N, BLOCK_K, split-K count and the dot variant (bf16 tl.dot or
+     tl.dot_scaled on NVIDIA, dot_scaled on AMD), the other fields at their defaults; the
+     candidates whose grid is closest to two waves of the GPU go first;
+  2. refine the two best: warps, stages, the B-load cache modifier, who reduces split-K
+     (a second kernel or the last program), and on HIP waves_per_eu and matrix_instr_nonkdim.
+The table's current entry is always measured too, as the baseline. Each candidate is
+compiled (in parallel worker processes that fill Triton's cache), checked once against the
+reference and rejected if wrong, timed with the runner's loop (tools.timing), and checked
+again on its last timed output. Every result goes to the state file as soon as it exists, so
+an interrupted run resumes where it stopped; `--write` puts each shape's fastest config (by
+median) into launchers/config_table.py for the running arch, with a note of its figures.
+"""
+
+import argparse
+import dataclasses
+import datetime
+import json
+import math
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE_PATH = ROOT / "launchers" / "config_table.py"
+SPLIT_COUNTS = (1, 2, 3, 4, 7, 8, 14, 16)
+REFINE_TOP = 2
+MAX_TILE_ELEMENTS = 64 * 128 * 512   # larger tiles spill and take long to compile
+
+
+def config_key(config) -> str:
+    return json.dumps(non_default_fields(config), sort_keys=True)
+
+
+def non_default_fields(config) -> dict:
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+            if getattr(config, f.name) != f.default}
+
+
+def _waves(config, m, n, k, processors) -> float:
+    splits, _ = config.splits_for(k)
+    programs = splits * -(-m // config.block_m) * -(-n // config.block_n)
+    return programs / processors
+
+
+def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
+    """Stage 1: the tile shapes, split counts and dot variants worth trying for this shape."""
+    from launchers.configs import GemmConfig
+    block_ms = [bm for bm in (16, 32, 64, 128) if bm == 16 or bm <= m]
+    dots = ("bf16", "scaled") if arch.startswith("sm_") else ("scaled",)
+    found = {}
+    for dot in dots:
+        for bm in block_ms:
+            for bn in (32, 64, 128, 256):
+                for bk in (256, 512):
+                    if bm * bn * bk > MAX_TILE_ELEMENTS:
+                        continue
+                    k_tiles = -(-k // bk)
+                    for split in SPLIT_COUNTS:
+                        if split > k_tiles or (dot == "scaled" and arch.startswith("sm_")
+                                               and split > 1):
+                            continue
+                        per_split = -(-k_tiles // split)
+                        config = GemmConfig(bm, bn, bk, split_k=split, dot=dot,
+                                            num_stages=2 if per_split > 1 else 1,
+                                            split_k_reduce="last_program" if split > 1
+                                            else "kernel")
+                        if config.splits_for(k)[0] == split:
+                            found[config_key(config)] = config
+    # Two waves of programs hide memory latency best; the emulated dot_scaled goes last.
+    return sorted(found.values(), key=lambda c: (c.dot != dots[0],
+                                                 abs(math.log(_waves(c, m, n, k, processors) / 2))))
+
+
+def refine_candidates(arch: str, config, k: int) -> list:
+    """Stage 2: the launch and load options around one stage-1 winner."""
+    splits, split_size = config.splits_for(k)
+    per_split = -(-split_size // config.block_k)
+    stage_choices = (1, 2, 3) if per_split > 1 else (1,)
+    reduce_choices = ("kernel", "last_program") if splits > 1 else ("kernel",)
+    hip_choices = [(0, 16), (1, 16), (2, 16), (2, 32)] if not arch.startswith("sm_") else [(0, 16)]
+    found = []
+    for warps in (4, 8):
+        for stages in stage_choices:
+            for cache in (None, ".cg"):
+                for reduce in reduce_choices:
+                    for waves_per_eu, nonkdim in hip_choices:
+                        found.append(dataclasses.replace(
+                            config, num_warps=warps, num_stages=stages, cache_modifier=cache,
+                            split_k_reduce=reduce, waves_per_eu=waves_per_eu,
+                            matrix_instr_nonkdim=nonkdim))
+    return found
+
+
+def _compile_in_worker(fields: dict, m: int, n: int, k: int):
+    """Build (and so compile into Triton's cache) one launcher; returns an error text or None."""
+    try:
+        from launchers import current_target
+        from launchers.configs import GemmConfig
+        from launchers.gemm import GemmLauncher
+        backend = current_target("cuda")[0]
+        GemmLauncher(GemmConfig(**fields), backend, m, n, k, (k, 1), torch.device("cuda"))
+        return None
+    except Exception as error:  # reported as the candidate's rejection
+        return f"{type(error).__name__}: {error}".splitlines()[0][:300]
+
+
+class State:
+    """Results per arch, shape and config key, saved to a JSON file after every change."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.data = json.loads(path.read_text()) if path.exists() else {}
+
+    def results(self, arch: str, shape: tuple) -> dict:
+        return self.data.setdefault(arch, {}).setdefault("x".join(map(str, shape)), {})
+
+    def record(self, arch: str, shape: tuple, key: str, result: dict):
+        self.results(arch, shape)[key] = result
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1, sort_keys=True))
+        os.replace(tmp, self.path)
+
+
+def best_result(results: dict):
+    good = [r for r in results.values() if r.get("ok")]
+    return min(good, key=lambda r: r["median_us"]) if good else None
+
+
+def measure(config, backend, data, loop, calls: int) -> dict:
+    import reference
+    from launchers.gemm import GemmLauncher
+    from tools.timing import summary
+    a, _, _, b_shuffle, b_scale_sh = data
+    m, k = a.shape
+    n = b_shuffle.shape[0]
+    try:
+        launcher = GemmLauncher(config, backend, m, n, k, a.stride(), a.device)
+        ok, message = reference.check_implementation(data, launcher(a, b_shuffle, b_scale_sh))
+        if not ok:
+            return {"ok": False, "error": f"wrong output: {message}"[:300]}
+        outputs = []
+        times = loop.time(lambda: outputs.append(launcher(a, b_shuffle, b_scale_sh)), calls)
+        ok, message = reference.check_implementation(data, outputs[-1])
+        if not ok:
+            return {"ok": False, "error": f"wrong output after timing: {message}"[:300]}
+    except Exception as error:
+        return {"ok": False, "error": f"{type(error).__name__}: {error}".splitlines()[0][:300]}
+    return {"ok": True, "launches": launcher.launches_per_call, **summary(times)}
+
+
+def short(config) -> str:
+    c = config
+    text = f"{c.block_m}x{c.block_n}x{c.block_k} sk{c.split_k}"
+    if c.split_k > 1:
+        text += "/lp" if c.split_k_reduce == "last_program" else "/rk"
+    text += f" w{c.num_warps} s{c.num_stages} {c.dot}"
+    if c.cache_modifier:
+        text += f" {c.cache_modifier}"
+    if c.waves_per_eu:
+        text += f" wpe{c.waves_per_eu}"
+    return text
+
+
+def tune_shape(shape, arch, backend, state, loop, pool, args, deadline, progress):
+    import reference
+    from launchers.configs import GemmConfig, config_for
+    m, n, k = shape
+    processors = torch.cuda.get_device_properties(0).multi_processor_count
+    data = reference.generate_input(m, n, k, seed=2024, device="cuda")
+    results = state.results(arch, shape)
+
+    def run_stage(name, configs):
+        todo = [c for c in configs if config_key(c) not in results]
+        done = len(configs) - len(todo)
+        batch = max(1, args.workers)
+        for start in range(0, len(todo), batch):
+            if time.time() > deadline:
+                print(f"{progress} {name}: time's up after {done}/{len(configs)}", flush=True)
+                return
+            chunk = todo[start:start + batch]
+            errors = list(pool.map(_compile_in_worker, [dataclasses.asdict(c) for c in chunk],
+                                   [m] * len(chunk), [n] * len(chunk), [k] * len(chunk)))
+            for config, error in zip(chunk, errors):
+                key, fields = config_key(config), dataclasses.asdict(config)
+                # Written first, so that a candidate that kills the process is not retried.
+                state.record(arch, shape, key, {"ok": False, "config": fields,
+                                                "error": "the process died measuring it"})
+                result = ({"ok": False, "error": f"compile: {error}"} if error
+                          else measure(config, backend, data, loop, args.calls))
+                result["config"] = fields
+                state.record(arch, shape, key, result)
+                done += 1
+                best = best_result(results)
+                figure = (f"{result['median_us']:8.2f} µs" if result["ok"]
+                          else f"rejected ({result['error'][:60]})")
+                best_text = f"   best {best['median_us']:.2f} µs" if best else ""
+                print(f"{progress} {name} {done}/{len(configs)} {short(config):<34} {figure}"
+                      f"{best_text}", flush=True)
+
+    baseline = config_for(arch, m, n, k)
+    run_stage("baseline", [baseline])
+    run_stage("tiles", tile_candidates(arch, m, n, k, processors))
+    ranked = sorted((r for r in results.values() if r.get("ok")), key=lambda r: r["median_us"])
+    refine = []
+    for result in ranked[:REFINE_TOP]:
+        refine += refine_candidates(arch, GemmConfig(**result["config"]), k)
+    run_stage("refine", refine)
+    return best_result(results), results.get(config_key(baseline))
+
+
+def render_table(table: dict, doc: str) -> str:
+    lines = [f'"""{doc}"""', "", "CONFIG_TABLE = {"]
+    for arch, entries in table.items():
+        lines.append(f"    {arch!r}: {{")
+        for shape, fields in entries.items():
+            items = ", ".join(f"{name!r}: {value!r}" for name, value in fields.items())
+            lines.append(f"        {tuple(shape)!r}: {{{items}}},")
+        lines.append("    },")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_winners(arch: str, winners: dict, path: Path = TABLE_PATH):
+    """Replace the entries of `arch` for the tuned shapes in the config data file."""
+    from launchers import config_table
+    from launchers.configs import GemmConfig
+    table = {a: dict(entries) for a, entries in config_table.CONFIG_TABLE.items()}
+    entries = table.setdefault(arch, {})
+    for shape, (result, note) in winners.items():
+        fields = non_default_fields(GemmConfig(**result["config"]))
+        entries[tuple(shape)] = {**fields, "note": note}
+    path.write_text(render_table(table, config_table.__doc__))
+
+
+def parse_args(argv):
+    from tools.evaluate import parse_shapes
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", default=["benchmarks"],
+                        help="benchmarks, tests, all, or M,N,K (several allowed)")
+    parser.add_argument("--budget-s", type=float, default=480.0, help="total wall time")
+    parser.add_argument("--calls", type=int, default=30, help="timed calls per candidate")
+    parser.add_argument("--clear-bytes", type=int, default=None)
+    parser.add_argument("--state", default="tune-state.json", help="results file (resumable)")
+    parser.add_argument("--workers", type=int, default=8, help="compile processes")
+    parser.add_argument("--write", action="store_true", help="write winners to the config data")
+    args = parser.parse_args(argv)
+    args.shape_list = [(s["m"], s["n"], s["k"]) for s in parse_shapes(args.shapes)]
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        print("tools.tune needs a GPU (and TRITON_INTERPRET unset)", file=sys.stderr)
+        return 2
+    from launchers import current_target
+    from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop
+    backend, arch = current_target("cuda")
+    loop = RunnerLoop(args.clear_bytes or DEFAULT_CLEAR_BYTES)
+    state = State(Path(args.state))
+    started = time.time()
+    winners, lines = {}, []
+    with ProcessPoolExecutor(max_workers=max(1, args.workers), mp_context=get_context("spawn")) as pool:
+        for index, shape in enumerate(args.shape_list):
+            share = (args.budget_s - (time.time() - started)) / (len(args.shape_list) - index)
+            progress = f"[{arch} {'x'.join(map(str, shape))} {index + 1}/{len(args.shape_list)}]"
+            best, baseline = tune_shape(shape, arch, backend, state, loop, pool, args,
+                                        time.time() + share, progress)
+            if best is None:
+                lines.append(f"{'x'.join(map(str, shape)):<16} no candidate passed")
+                continue
+            tried = len(state.results(arch, shape))
+            device = torch.cuda.get_device_name(0)
+            note = (f"tools.tune {datetime.date.today()} on {device}: median {best['median_us']:.2f} µs, "
+                    f"mean {best['mean_us']:.2f} µs over {best['calls']} runner-loop calls; "
+                    f"best of {tried} candidates")
+            winners[shape] = (best, note)
+            base = f"{baseline['median_us']:.2f}" if baseline and baseline.get("ok") else "-"
+            from launchers.configs import GemmConfig
+            lines.append(f"{'x'.join(map(str, shape)):<16} {short(GemmConfig(**best['config'])):<34} "
+                         f"{best['median_us']:8.2f} µs (table before: {base} µs, {tried} tried)")
+    print("\n".join(["", f"winners on {arch}:"] + lines))
+    if args.write and winners:
+        write_winners(arch, winners)
+        print(f"wrote {len(winners)} {arch} entries to {TABLE_PATH.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
