@@ -1,5 +1,5 @@
-"""tools.bench on the CPU: shape parsing, bytes and floor math, rows, geomeans, the table, the
-config label, and the exit without a GPU."""
+"""tools.bench on the CPU: shape parsing, bytes and floor math, rows, geomeans, the table, and
+the exit without a GPU."""
 
 import math
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES, GemmConfig
+from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
 from tools import bench
 from tools.evaluate import UsageError
 
@@ -122,16 +122,6 @@ def test_missing_host_direct_is_a_dash_in_its_column():
     row = fake_row(4, 64, 256, fused=1.0, floor=1.0, direct=None)
     _, line, _ = bench.format_table([row], bench.summarize([row])).splitlines()
     assert line.split()[-4:] == ["-", "20.0", "5.0", "ok"]
-
-
-# ----------------------------------------------------------------------------- config label
-
-def test_config_label_shows_tile_and_non_default_fields():
-    assert bench.config_label(GemmConfig(16, 64, 512)) == "16x64x512"
-    label = bench.config_label(GemmConfig(16, 128, 512, split_k=14, cache_modifier=".cg",
-                                          num_warps=8, num_stages=2, dot="bf16"))
-    assert label.split(" ")[0] == "16x128x512"
-    assert set(label.split(" ")[1:]) == {"sk14", "bf16", "w8", "st2", ".cg"}
 
 
 # ----------------------------------------------------------------------------- command line

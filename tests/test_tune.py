@@ -45,6 +45,7 @@ def test_refine_candidates_pass_hip_options_only_on_hip():
     assert {c.waves_per_eu for c in nvidia} == {0}
     assert {c.waves_per_eu for c in amd} == {0, 1, 2}
     assert {c.split_k_reduce for c in nvidia} == {"kernel", "last_program"}
+    assert {c.split_k_reduce for c in amd} == {"kernel"}
     single = tune.refine_candidates("sm_90", GemmConfig(16, 64, 512, dot="bf16"), 512)
     assert {c.num_stages for c in single} == {1} and {c.split_k_reduce for c in single} == {"kernel"}
 

@@ -36,6 +36,7 @@ from pathlib import Path
 import torch
 import triton
 
+from tools import tune
 from tools.evaluate import UsageError, _num, geomean, parse_shapes
 from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
 
@@ -56,10 +57,6 @@ LEGEND = ("mean µs per call in the runner's loop: (a) custom_kernel, (b) quanti
 
 _SHAPE_WORD = re.compile(r"(\d+)x(\d+)x(\d+)")
 _SHAPE_SETS = {"bench": "benchmarks", "benchmarks": "benchmarks", "tests": "tests", "all": "all"}
-_CONFIG_SHORT_NAMES = {"split_k": "sk", "group_m": "g", "num_warps": "w", "num_stages": "st",
-                       "waves_per_eu": "wpe", "matrix_instr_nonkdim": "mi",
-                       "reduce_block_m": "rbm", "reduce_block_n": "rbn"}
-_CONFIG_TILE = ("block_m", "block_n", "block_k")
 
 
 # ----------------------------------------------------------------------------- pure functions
@@ -93,24 +90,6 @@ def copy_bandwidth(nbytes, seconds):
 def floor_us(nbytes, empty_kernel_us, bandwidth):
     """The time no GEMM beats: an empty launch plus `nbytes` at `bandwidth` (bytes/s)."""
     return empty_kernel_us + nbytes / bandwidth * 1e6
-
-
-def config_label(config):
-    """A GemmConfig in short: "BMxBNxBK", then every field that differs from its default
-    ("sk14" split_k, "w8" num_warps, "st2" num_stages, "g4" group_m, "wpe2" waves_per_eu, ...;
-    string fields by value: ".cg", "bf16", "last_program")."""
-    parts = ["x".join(str(getattr(config, name)) for name in _CONFIG_TILE)]
-    for field in dataclasses.fields(config):
-        value = getattr(config, field.name)
-        if field.name in _CONFIG_TILE or value == field.default:
-            continue
-        if isinstance(value, str):
-            parts.append(value)
-        elif field.name in _CONFIG_SHORT_NAMES:
-            parts.append(f"{_CONFIG_SHORT_NAMES[field.name]}{value}")
-        else:
-            parts.append(f"{field.name}={value}")
-    return " ".join(parts)
 
 
 def make_row(spec, timings, floor, launches, config, host_us, failures):
@@ -298,7 +277,7 @@ def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):
                "standard": host_time_us(lambda: launcher.gemm.standard(*args), host_calls),
                "custom_kernel": host_time_us(variants["fused"], host_calls)}
     floor = floor_us(gemm_bytes(m, n, k), empty_kernel_us, bandwidth)
-    row = make_row(spec, timings, floor, launcher.launches_per_call, config_label(launcher.config),
+    row = make_row(spec, timings, floor, launcher.launches_per_call, tune.short(launcher.config),
                    host_us, failures)
     row["config_fields"] = dataclasses.asdict(launcher.config)
     return row

@@ -1,11 +1,14 @@
 """Cross-compile the configured kernels for gfx950 and report their resources.
 
     python -m tools.isa --arch gfx950 [--quantizer hardware|software] [--json FILE]
+                        [--sweep M,N,K ...]
 
 Per entry of the arch's config table (the 10 task shapes) and per kernel (the GEMM, and the
 split-K reduce where the config splits K): VGPRs, AGPRs, SGPRs, LDS bytes, scratch bytes,
 spills, an occupancy estimate (waves per SIMD), workgroups against the 256 CUs, and
-instruction counts. Runs offline on a CPU: no AMD GPU is involved.
+instruction counts. With --sweep, the same for the GEMM of every stage-1 candidate that
+tools.tune would try on gfx950 for each given shape (the material the table is chosen from).
+Runs offline on a CPU: no AMD GPU is involved.
 
 Occupancy estimate (CDNA3/4, wave64): 512 unified VGPRs per SIMD lane, allocated in granules
 of 8 (AGPRs after the arch VGPRs rounded to 4); 160 KiB of LDS and 4 SIMDs per CU; at most 8
@@ -57,27 +60,45 @@ def waves_per_simd(vgprs: int, agprs: int, lds_bytes: int, num_warps: int) -> in
     return min(MAX_WAVES_PER_SIMD, by_registers)
 
 
+def resource_row(shape, config, spec, hw_cvt: bool) -> dict:
+    m, n, k = shape
+    compiled = compile_for(spec.kernel, spec.sample_args, spec.options, GFX950)
+    amdgcn = compiled.asm["amdgcn"]
+    vgprs, agprs = _metadata_int(amdgcn, "vgpr_count"), _metadata_int(amdgcn, "agpr_count")
+    lds = compiled.metadata.shared + _metadata_int(amdgcn, "group_segment_fixed_size")
+    num_warps = spec.options["num_warps"]
+    workgroups = spec.grid[0] * spec.grid[1] * spec.grid[2]
+    return dict(
+        shape=[m, n, k], kernel=spec.name, quantizer="hardware" if hw_cvt else "software",
+        config=dict(vars(config)),
+        vgprs=vgprs, agprs=agprs, sgprs=_metadata_int(amdgcn, "sgpr_count"),
+        vgpr_spills=_metadata_int(amdgcn, "vgpr_spill_count"),
+        sgpr_spills=_metadata_int(amdgcn, "sgpr_spill_count"),
+        lds_bytes=lds, scratch_bytes=_metadata_int(amdgcn, "private_segment_fixed_size"),
+        waves_per_simd=waves_per_simd(vgprs, agprs, lds, num_warps),
+        workgroups=workgroups, cu_coverage=round(workgroups / CUS, 3),
+        counts=instruction_counts(amdgcn))
+
+
 def report(arch: str, hw_cvt: bool) -> list:
     rows = []
     for (m, n, k), config in GEMM_CONFIGS[arch].items():
         for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", hw_cvt):
-            compiled = compile_for(spec.kernel, spec.sample_args, spec.options, GFX950)
-            amdgcn = compiled.asm["amdgcn"]
-            vgprs, agprs = _metadata_int(amdgcn, "vgpr_count"), _metadata_int(amdgcn, "agpr_count")
-            lds = compiled.metadata.shared + _metadata_int(amdgcn, "group_segment_fixed_size")
-            num_warps = spec.options["num_warps"]
-            workgroups = spec.grid[0] * spec.grid[1] * spec.grid[2]
-            rows.append(dict(
-                shape=[m, n, k], kernel=spec.name, quantizer="hardware" if hw_cvt else "software",
-                config=dict(vars(config)),
-                vgprs=vgprs, agprs=agprs, sgprs=_metadata_int(amdgcn, "sgpr_count"),
-                vgpr_spills=_metadata_int(amdgcn, "vgpr_spill_count"),
-                sgpr_spills=_metadata_int(amdgcn, "sgpr_spill_count"),
-                lds_bytes=lds, scratch_bytes=_metadata_int(amdgcn, "private_segment_fixed_size"),
-                waves_per_simd=waves_per_simd(vgprs, agprs, lds, num_warps),
-                workgroups=workgroups, cu_coverage=round(workgroups / CUS, 3),
-                counts=instruction_counts(amdgcn)))
+            rows.append(resource_row((m, n, k), config, spec, hw_cvt))
             print(f"compiled {m}x{n}x{k} {spec.name}", file=sys.stderr, flush=True)
+    return rows
+
+
+def sweep(shapes, hw_cvt: bool) -> list:
+    from tools.tune import tile_candidates
+    rows = []
+    for m, n, k in shapes:
+        candidates = tile_candidates("gfx950", m, n, k, CUS)
+        for index, config in enumerate(candidates):
+            spec = launch_specs(config, "hip", m, n, k, (k, 1), "meta", hw_cvt)[0]
+            rows.append(resource_row((m, n, k), config, spec, hw_cvt))
+            print(f"compiled {m}x{n}x{k} candidate {index + 1}/{len(candidates)}",
+                  file=sys.stderr, flush=True)
     return rows
 
 
@@ -105,8 +126,14 @@ def main(argv=None):
     parser.add_argument("--arch", choices=["gfx950"], default="gfx950")
     parser.add_argument("--quantizer", choices=["hardware", "software"], default="hardware")
     parser.add_argument("--json", help="write the rows as a JSON list to this file")
+    parser.add_argument("--sweep", nargs="+", metavar="M,N,K",
+                        help="report tools.tune's stage-1 candidates for these shapes instead")
     args = parser.parse_args(argv)
-    rows = report(args.arch, args.quantizer == "hardware")
+    hw_cvt = args.quantizer == "hardware"
+    if args.sweep:
+        rows = sweep([tuple(int(x) for x in word.split(",")) for word in args.sweep], hw_cvt)
+    else:
+        rows = report(args.arch, hw_cvt)
     print(format_table(rows))
     if args.json:
         with open(args.json, "w") as f:

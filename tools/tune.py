@@ -53,6 +53,15 @@ def _waves(config, m, n, k, processors) -> float:
     return programs / processors
 
 
+def reduce_choices(arch: str, splits: int) -> tuple:
+    """Who may sum the split-K partials. "last_program" only on NVIDIA: on AMD, a barrier and
+    one wave's agent-scope release do not wait for the other waves' partial stores (see
+    README, "Split-K"), so it stays unproven there until it has run on the hardware."""
+    if splits == 1:
+        return ("kernel",)
+    return ("kernel", "last_program") if arch.startswith("sm_") else ("kernel",)
+
+
 def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
     """Stage 1: the tile shapes, split counts and dot variants worth trying for this shape."""
     from launchers.configs import GemmConfig
@@ -73,8 +82,7 @@ def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
                         per_split = -(-k_tiles // split)
                         config = GemmConfig(bm, bn, bk, split_k=split, dot=dot,
                                             num_stages=2 if per_split > 1 else 1,
-                                            split_k_reduce="last_program" if split > 1
-                                            else "kernel")
+                                            split_k_reduce=reduce_choices(arch, split)[-1])
                         if config.splits_for(k)[0] == split:
                             found[config_key(config)] = config
     # Two waves of programs hide memory latency best; the emulated dot_scaled goes last.
@@ -87,13 +95,12 @@ def refine_candidates(arch: str, config, k: int) -> list:
     splits, split_size = config.splits_for(k)
     per_split = -(-split_size // config.block_k)
     stage_choices = (1, 2, 3) if per_split > 1 else (1,)
-    reduce_choices = ("kernel", "last_program") if splits > 1 else ("kernel",)
     hip_choices = [(0, 16), (1, 16), (2, 16), (2, 32)] if not arch.startswith("sm_") else [(0, 16)]
     found = []
     for warps in (4, 8):
         for stages in stage_choices:
             for cache in (None, ".cg"):
-                for reduce in reduce_choices:
+                for reduce in reduce_choices(arch, splits):
                     for waves_per_eu, nonkdim in hip_choices:
                         found.append(dataclasses.replace(
                             config, num_warps=warps, num_stages=stages, cache_modifier=cache,
