@@ -19,11 +19,12 @@ Outputs:
 The product, chosen by the constexpr DOT:
   - "scaled": `tl.dot_scaled` on E2M1 codes and E8M0 scales (native scaled MFMA on gfx950), A
     quantized by kernels.quantize (HW_CVT: the gfx950 instruction, else the software recipe);
-  - "bf16": `tl.dot` in bf16 on the exact MXFP4 values (kernels.quantize.quantize_tile_values
-    for A, _dequantize_weight_tile for B), split into even and odd K columns so that neither
-    operand needs interleaving. For NVIDIA, where dot_scaled is an emulation;
-  - "fp32": the same values as fp32 operands: the interpreter's stand-in for "bf16", whose
-    bf16 tl.dot multiplies the raw bits (Triton 3.9).
+  - "fp16": for NVIDIA, where dot_scaled is an emulation that upcasts, scales and converts
+    every element. Here the E2M1 values go to fp16 by two shifts (exact, times 2**-14; see
+    kernels.quantize.e2m1_code_to_fp16) and one batched `tl.dot` per K tile multiplies each
+    32-element MX block on its own: [BK/32, BM, 32] x [BK/32, 32, BN]. The block sums (exact
+    in fp32) are then scaled by the A and B block factors and added up, so the scales cost
+    BM*BN multiplies per block instead of one per element.
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). No load leaves its tensor: rows past
 M or N wrap onto valid rows (their results are masked at the store), and a ragged last K tile
 (EVEN_K False) is masked, its B scales replaced by 1.0 so that padding garbage cannot reach
@@ -36,8 +37,8 @@ import triton
 import triton.language as tl
 
 from kernels import formats
-from kernels.quantize import (BF16_PRODUCT_UNSCALE, e2m1_code_to_f32, e8m0_to_shifted_f32,
-                              quantize_tile_mxfp4, quantize_tile_values)
+from kernels.quantize import (FP16_PRODUCT_UNSCALE, e2m1_code_to_fp16, e8m0_scale_factor,
+                              quantize_tile_groups, quantize_tile_mxfp4)
 
 
 @triton.jit
@@ -68,21 +69,23 @@ def _unshuffle_scale_tile(s, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def _dequantize_codes(codes, scales, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
-    """codes uint8 [ROWS, BK/2], scales uint8 [ROWS, BK/32] -> (even, odd) fp32 [ROWS, BK/2]:
-    the MXFP4 values times 2**-BF16_SCALE_SHIFT at the K columns 0, 2, 4, ... (low nibbles)
-    and 1, 3, 5, ... (high nibbles)."""
-    factors = tl.broadcast_to(e8m0_to_shifted_f32(scales)[:, :, None], (ROWS, BLOCK_K // 32, 16))
-    factors = factors.reshape(ROWS, BLOCK_K // 2)
-    return e2m1_code_to_f32(codes) * factors, e2m1_code_to_f32(codes >> 4) * factors
+def _code_groups(codes, scales, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """codes uint8 [ROWS, BK/2] (two per byte, low nibble first), scales uint8 [ROWS, BK/32] ->
+    (values fp16 [ROWS, BK/32, 32], factors fp32 [ROWS, BK/32]), as quantize_tile_groups."""
+    codes = codes.reshape(ROWS, BLOCK_K // 32, 16)
+    values = tl.join(e2m1_code_to_fp16(codes), e2m1_code_to_fp16(codes >> 4))
+    return values.reshape(ROWS, BLOCK_K // 32, 32), e8m0_scale_factor(scales)
 
 
 @triton.jit
-def _dequantize_weight_tile(b, bs, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Shuffled bytes and scales -> (even, odd) fp32 [BK/2, BN], as _dequantize_codes."""
-    even, odd = _dequantize_codes(_unshuffle_weight_tile(b, BLOCK_N, BLOCK_K),
-                                  _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), BLOCK_N, BLOCK_K)
-    return even.trans(1, 0), odd.trans(1, 0)
+def _grouped_dot(acc, a_values, a_factors, b_values, b_factors):
+    """acc [BM, BN] + sum over MX blocks g of (a_g . b_g) * a_factor_g * b_factor_g.
+
+    a_values [BM, G, 32] and b_values [BN, G, 32] fp16, factors [BM, G] and [BN, G] fp32.
+    """
+    sums = tl.dot(a_values.permute(1, 0, 2), b_values.permute(1, 2, 0))   # [G, BM, BN]
+    scaled = sums * a_factors.trans(1, 0)[:, :, None] * b_factors.trans(1, 0)[:, None, :]
+    return acc + tl.sum(scaled, axis=0)
 
 
 @triton.jit
@@ -148,14 +151,14 @@ def preshuffle_gemm_kernel(
                                 _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K).trans(1, 0),
                                 _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)
         else:
-            operand_dtype: tl.constexpr = tl.bfloat16 if DOT == "bf16" else tl.float32
             if A_PREQUANTIZED:
-                a_even, a_odd = _dequantize_codes(a, a_scales, BLOCK_M, BLOCK_K)
+                a_values, a_factors = _code_groups(a, a_scales, BLOCK_M, BLOCK_K)
             else:
-                a_even, a_odd = quantize_tile_values(a, BLOCK_M, BLOCK_K)
-            b_even, b_odd = _dequantize_weight_tile(b, bs, BLOCK_N, BLOCK_K)
-            acc = tl.dot(a_even.to(operand_dtype), b_even.to(operand_dtype), acc)
-            acc = tl.dot(a_odd.to(operand_dtype), b_odd.to(operand_dtype), acc)
+                a_values, a_factors = quantize_tile_groups(a, BLOCK_M, BLOCK_K)
+            b_values, b_factors = _code_groups(_unshuffle_weight_tile(b, BLOCK_N, BLOCK_K),
+                                               _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K),
+                                               BLOCK_N, BLOCK_K)
+            acc = _grouped_dot(acc, a_values, a_factors, b_values, b_factors)
         if A_PREQUANTIZED:
             a_ptrs += BLOCK_K // 2
             as_ptrs += BLOCK_K // 32
@@ -164,8 +167,8 @@ def preshuffle_gemm_kernel(
         b_ptrs += BLOCK_K * 8
         bs_ptrs += BLOCK_K
 
-    if DOT != "scaled":
-        acc = acc * BF16_PRODUCT_UNSCALE
+    if DOT == "fp16":
+        acc = acc * FP16_PRODUCT_UNSCALE
 
     rows_c = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols_c = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -221,7 +224,7 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m, b
     b_scales are the 2-D views of weight_view and scales_view; c is bf16 [M, N] with unit
     column stride. partials (fp32 [splits, M, N], contiguous) and counters (int32 [tiles],
     zero) are read only when splits > 1 (counters only with reduce_in_gemm); pass c where
-    they are unused. dot is the kernel's DOT: "scaled", "bf16" or "fp32".
+    they are unused. dot is the kernel's DOT: "scaled" or "fp16".
     """
     prequantized = a_scales is not None
     scales = a_scales if prequantized else a

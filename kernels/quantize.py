@@ -9,10 +9,9 @@ from one of two quantizers, chosen by the constexpr HW_CVT:
   - hardware (gfx950 only): `v_cvt_scalef32_pk_fp4_f32` with scale 1.0 on the pre-scaled
     values, after `_condition_for_cvt` has replaced every input whose conversion the ISA
     does not document (NaN, +-inf, -0, denormals) by one that gives the same GEMM result.
-`quantize_tile_values(x, BLOCK_M, BLOCK_K)` rounds the tile through MXFP4 and returns the
-values instead of the codes, in fp32 times 2**-BF16_SCALE_SHIFT (so that bf16 holds them
-exactly), split into the even and the odd K columns: the A operand of the `tl.dot` variant
-(see kernels.preshuffle_gemm).
+`quantize_tile_groups(x, BLOCK_M, BLOCK_K)` returns the quantized tile as E2M1 values in fp16
+(times 2**-14, exact) per MX block, with each block's scale as an fp32 factor: the A operand
+of the grouped fp16 `tl.dot` variant (see kernels.preshuffle_gemm).
 `quantize_kernel` runs the quantizer on a plain [rows, K] tensor (`quantize_rows` is its host
 wrapper: the separate quantization step of the unfused baseline in tools.bench);
 `condition_test_kernel` runs the conditioning alone (the interpreter cannot run inline asm).
@@ -23,11 +22,8 @@ import triton
 import triton.language as tl
 
 CVT_FP4_ASM = tl.constexpr("v_cvt_scalef32_pk_fp4_f32 $0, $1, $2, $3")
-# Both operands of the tl.dot variant are scaled by 2**-32 so that no MXFP4 value (up to 6 * 2**127) overflows
-# bf16; the product then carries 2**-64, undone on the fp32 accumulator. What this flushes to
-# zero (values below 2**-101, products below 2**-62) is far below the output tolerance.
-BF16_SCALE_SHIFT = tl.constexpr(32)
-BF16_PRODUCT_UNSCALE = tl.constexpr(2.0 ** 64)
+# e2m1_code_to_fp16 gives each E2M1 value times 2**-14, so a product of two carries 2**-28.
+FP16_PRODUCT_UNSCALE = tl.constexpr(2.0 ** 28)
 
 
 @triton.jit
@@ -123,37 +119,33 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
 
 
 @triton.jit
-def e2m1_code_to_f32(code):
-    """E2M1 code (low 4 bits of an integer tile) -> its exact value as fp32."""
-    magnitude = (code & 7).to(tl.int32)
-    # Codes 2..7 are 2**(e-1) * (1 + m/2): exponent and mantissa bit drop into place above
-    # the bias 126; codes 0 and 1 (0 and 0.5) do not follow that line.
-    bits = tl.where(magnitude >= 2, (magnitude << 22) + (126 << 23),
-                    tl.where(magnitude == 1, 126 << 23, 0))
-    bits = bits | ((code & 8).to(tl.int32) << 28)
-    return bits.to(tl.float32, bitcast=True)
+def e2m1_code_to_fp16(code):
+    """E2M1 code (low 4 bits of an integer tile) -> fp16 holding its value times 2**-14.
 
-
-@triton.jit
-def e8m0_to_shifted_f32(scale):
-    """E8M0 scale byte (integer tile) -> 2**(byte - 127 - BF16_SCALE_SHIFT) as fp32.
-
-    Bytes whose value would be denormal become 0; byte 255 is NaN.
+    Exponent and mantissa bits drop into fp16's low exponent bits: codes 2..7 become normal
+    numbers, 0.5 (code 1) the denormal 2**-15, so every value is exact.
     """
-    exponent = scale.to(tl.int32) - BF16_SCALE_SHIFT
-    bits = tl.where(exponent >= 1, exponent << 23, 0)
-    bits = tl.where(scale.to(tl.int32) == 255, 0x7FC00000, bits)
+    code = code.to(tl.int32)
+    return (((code & 7) << 9) | ((code & 8) << 12)).to(tl.uint16).to(tl.float16, bitcast=True)
+
+
+@triton.jit
+def e8m0_scale_factor(scale):
+    """E8M0 scale byte (integer tile) -> 2**(byte - 127) in fp32; byte 0 (2**-127, a denormal)
+    becomes 0, which changes no result beyond 1e-30; byte 255 is NaN."""
+    scale = scale.to(tl.int32)
+    bits = tl.where(scale == 255, 0x7FC00000, scale << 23)
     return bits.to(tl.float32, bitcast=True)
 
 
 @triton.jit
-def quantize_tile_values(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    """x [BLOCK_M, BLOCK_K] -> (even, odd) fp32 [BLOCK_M, BLOCK_K/2]: x rounded through MXFP4
-    (the software quantizer's codes and scales) times 2**-BF16_SCALE_SHIFT; even holds the K
-    columns 0, 2, 4, ..., odd the columns 1, 3, 5, ... Each value is exact in bf16."""
+def quantize_tile_groups(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """x [BLOCK_M, BLOCK_K] -> (values fp16 [BLOCK_M, BLOCK_K/32, 32], factors fp32
+    [BLOCK_M, BLOCK_K/32]): the software quantizer's codes as e2m1_code_to_fp16 values, and
+    each block's scale as e8m0_scale_factor."""
     q, scale = _prescaled_blocks(x, BLOCK_M, BLOCK_K)
-    values = e2m1_code_to_f32(_e2m1_codes(q)) * e8m0_to_shifted_f32(scale)
-    return tl.split(values.reshape(BLOCK_M, BLOCK_K // 2, 2))
+    return (e2m1_code_to_fp16(_e2m1_codes(q)),
+            e8m0_scale_factor(scale.reshape(BLOCK_M, BLOCK_K // 32)))
 
 
 @triton.jit
@@ -195,17 +187,15 @@ def quantize_rows(x, hw_cvt: bool = False):
 
 
 @triton.jit
-def round_trip_test_kernel(x_ptr, out_ptr, M, K, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    """out fp32 [M, K] = quantize_tile_values of x [M, K] through bf16, interleaved back into K
-    order and times 2**BF16_SCALE_SHIFT. M % BLOCK_M == 0, K % BLOCK_K == 0, grid as above."""
+def groups_test_kernel(x_ptr, out_ptr, M, K, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    """out fp32 [M, K] = the dequantized MXFP4 values of x [M, K] from quantize_tile_groups
+    (values * 2**14 * factors). M % BLOCK_M == 0, K % BLOCK_K == 0, grid as quantize_kernel."""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
-    even, odd = quantize_tile_values(tl.load(x_ptr + rows[:, None] * K + cols[None, :]),
-                                     BLOCK_M, BLOCK_K)
-    even = even.to(tl.bfloat16).to(tl.float32)
-    odd = odd.to(tl.bfloat16).to(tl.float32)
-    values = tl.join(even, odd).reshape(BLOCK_M, BLOCK_K)
-    tl.store(out_ptr + rows[:, None] * K + cols[None, :], values * (2.0 ** BF16_SCALE_SHIFT))
+    values, factors = quantize_tile_groups(tl.load(x_ptr + rows[:, None] * K + cols[None, :]),
+                                           BLOCK_M, BLOCK_K)
+    out = values.to(tl.float32) * 16384.0 * factors[:, :, None]
+    tl.store(out_ptr + rows[:, None] * K + cols[None, :], out.reshape(BLOCK_M, BLOCK_K))
 
 
 @triton.jit

@@ -51,12 +51,6 @@ def tile_counters(config: GemmConfig, m: int, n: int, device):
     return torch.zeros(tiles if uses_counters else 1, dtype=torch.int32, device=device)
 
 
-def kernel_dot(dot: str, backend: str) -> str:
-    """The kernel's DOT for a config's dot: the interpreter runs "bf16" with fp32 operands (the
-    same exact values), because its bf16 tl.dot is wrong."""
-    return "fp32" if dot == "bf16" and backend == "interpreter" else dot
-
-
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
                  device, hw_cvt: bool = False, counters=None,
                  a_prequantized: bool = False) -> list:
@@ -79,7 +73,7 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
                                split_size=split_size, reduce_in_gemm=reduce_in_gemm,
                                cache_modifier=config.cache_modifier,
-                               dot=kernel_dot(config.dot, backend), hw_cvt=hw_cvt,
+                               dot=config.dot, hw_cvt=hw_cvt,
                                a_scales=a_scales)
     specs = [LaunchSpec("gemm", preshuffle_gemm_kernel,
                         gemm_grid(m, n, config.block_m, config.block_n, splits),

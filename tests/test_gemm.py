@@ -125,9 +125,9 @@ def expected_splits(config, k):
 
 VARIANTS = {   # name: the GemmConfig fields that select it
     "scaled": {},
-    "bf16": {"dot": "bf16"},
+    "fp16": {"dot": "fp16"},
     "scaled-last-program": {"split_k_reduce": "last_program"},
-    "bf16-last-program": {"dot": "bf16", "split_k_reduce": "last_program"},
+    "fp16-last-program": {"dot": "fp16", "split_k_reduce": "last_program"},
 }
 VARIANT_CASES = [(shape, dataclasses.replace(config, **fields), name)
                  for shape, config in CONFIG_CASES for name, fields in VARIANTS.items()
@@ -148,7 +148,7 @@ def test_explicit_config_matches_reference(device, shape, config, variant):
     assert_correct(data, out)
 
 
-@pytest.mark.parametrize("dot", ["scaled", "bf16"])
+@pytest.mark.parametrize("dot", ["scaled", "fp16"])
 def test_last_program_reduce_over_repeated_calls_with_fresh_inputs(device, dot):
     """The tile counters return to zero after every call: one launcher, several inputs."""
     m, n, k = 8, 192, 1536
@@ -253,7 +253,7 @@ def test_a_corrupted_scale_fails_the_check(device):
     assert not reference.check_implementation(data, custom_kernel(corrupted))[0]
 
 
-@pytest.mark.parametrize("dot", ["scaled", "bf16"])
+@pytest.mark.parametrize("dot", ["scaled", "fp16"])
 @pytest.mark.parametrize("shape, config", [((8, 192, 1536), GemmConfig(16, 64, 512)),
                                            ((4, 208, 576), GemmConfig(16, 32, 256, split_k=2))])
 def test_prequantized_a_gives_the_fused_bits(device, dot, shape, config):

@@ -133,8 +133,8 @@ def test_config_for_returns_the_table_entry_for_a_task_shape(arch, shape):
 @pytest.mark.parametrize("shape", [(5, 2880, 512), (8, 2112, 7680), (1, 512, 8192)])
 def test_config_for_uses_the_heuristic_for_other_shapes(arch, shape):
     config = config_for(arch, *shape)
-    assert config == heuristic_config(*shape, arch)
-    assert config.dot == ("bf16" if arch.startswith("sm_") else "scaled")
+    assert config == heuristic_config(*shape)
+    assert config.dot == "scaled"
 
 
 # ---------------------------------------------------------------------------------------

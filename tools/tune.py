@@ -36,6 +36,8 @@ TABLE_PATH = ROOT / "launchers" / "config_table.py"
 SPLIT_COUNTS = (1, 2, 3, 4, 7, 8, 14, 16)
 REFINE_TOP = 2
 MAX_TILE_ELEMENTS = 64 * 128 * 512   # larger tiles spill and take long to compile
+# On sm_90, weight tiles past 128x256 spill (ptxas -v); past half of it, 8 warps share the work.
+MAX_WEIGHT_TILE = 128 * 256
 
 
 def config_key(config) -> str:
@@ -66,28 +68,30 @@ def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
     """Stage 1: the tile shapes, split counts and dot variants worth trying for this shape."""
     from launchers.configs import GemmConfig
     block_ms = [bm for bm in (16, 32, 64, 128) if bm == 16 or bm <= m]
-    dots = ("bf16", "scaled") if arch.startswith("sm_") else ("scaled",)
+    nvidia = arch.startswith("sm_")
+    dots = ("fp16", "scaled") if nvidia else ("scaled",)
     found = {}
     for dot in dots:
         for bm in block_ms:
             for bn in (32, 64, 128, 256):
                 for bk in (256, 512):
-                    if bm * bn * bk > MAX_TILE_ELEMENTS:
+                    if bm * bn * bk > MAX_TILE_ELEMENTS or (nvidia and bn * bk > MAX_WEIGHT_TILE):
                         continue
+                    warps = 8 if nvidia and bn * bk > MAX_WEIGHT_TILE // 2 else 4
                     k_tiles = -(-k // bk)
                     for split in SPLIT_COUNTS:
                         if split > k_tiles or (dot == "scaled" and arch.startswith("sm_")
                                                and split > 1):
                             continue
                         per_split = -(-k_tiles // split)
-                        config = GemmConfig(bm, bn, bk, split_k=split, dot=dot,
+                        config = GemmConfig(bm, bn, bk, split_k=split, dot=dot, num_warps=warps,
                                             num_stages=2 if per_split > 1 else 1,
                                             split_k_reduce=reduce_choices(arch, split)[-1])
                         if config.splits_for(k)[0] == split:
                             found[config_key(config)] = config
-    # Two waves of programs hide memory latency best; the emulated dot_scaled goes last.
-    return sorted(found.values(), key=lambda c: (c.dot != dots[0],
-                                                 abs(math.log(_waves(c, m, n, k, processors) / 2))))
+    # Two waves of programs hide memory latency best.
+    return sorted(found.values(), key=lambda c: (abs(math.log(_waves(c, m, n, k, processors) / 2)),
+                                                 dots.index(c.dot)))
 
 
 def refine_candidates(arch: str, config, k: int) -> list:
@@ -139,8 +143,18 @@ class State:
         os.replace(tmp, self.path)
 
 
+def _still_valid(result) -> bool:
+    """False for results of configs this version no longer accepts (an older state file)."""
+    from launchers.configs import GemmConfig
+    try:
+        GemmConfig(**result["config"])
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 def best_result(results: dict):
-    good = [r for r in results.values() if r.get("ok")]
+    good = [r for r in results.values() if r.get("ok") and _still_valid(r)]
     return min(good, key=lambda r: r["median_us"]) if good else None
 
 
@@ -218,7 +232,8 @@ def tune_shape(shape, arch, backend, state, loop, pool, args, deadline, progress
     baseline = config_for(arch, m, n, k)
     run_stage("baseline", [baseline])
     run_stage("tiles", tile_candidates(arch, m, n, k, processors))
-    ranked = sorted((r for r in results.values() if r.get("ok")), key=lambda r: r["median_us"])
+    ranked = sorted((r for r in results.values() if r.get("ok") and _still_valid(r)),
+                    key=lambda r: r["median_us"])
     refine = []
     for result in ranked[:REFINE_TOP]:
         refine += refine_candidates(arch, GemmConfig(**result["config"]), k)
