@@ -55,13 +55,6 @@ def memory_stays_flat(m, n, k, calls, custom_kernel, cached_launcher_count) -> b
     return flat
 
 
-def host_seconds_per_call(fn, calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) / calls
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", type=int, default=50)
@@ -76,6 +69,7 @@ def main(argv=None):
     from launchers import cached_launcher_count
     from launchers.configs import BENCHMARK_SHAPES
     from launchers.inputs import problem_of
+    from tools.timing import host_time_us
     from submission import custom_kernel
 
     passed = failed = 0
@@ -93,8 +87,8 @@ def main(argv=None):
         flat = memory_stays_flat(m, n, k, args.calls, custom_kernel, cached_launcher_count)
         passed, failed = passed + flat, failed + (not flat)
     data = reference.generate_input(*BENCHMARK_SHAPES[0], seed=0)
-    print(f"input validation (problem_of) host time per call: "
-          f"{host_seconds_per_call(lambda: problem_of(data), 10000) * 1e6:.2f} µs", flush=True)
+    print(f"input validation (problem_of) host time per call, median: "
+          f"{host_time_us(lambda: problem_of(data), 10000):.2f} µs", flush=True)
 
     for m, n, k in BENCHMARK_SHAPES:
         failures = 0
