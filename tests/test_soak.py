@@ -1,0 +1,34 @@
+"""tools.soak on the CPU: the memory verdict, the random shape ranges, the exit without a GPU."""
+
+import random
+
+import pytest
+import torch
+
+from tools import soak
+
+
+@pytest.mark.parametrize("requested, verdict", [
+    ([100], "flat"),
+    ([100, 200, 200, 200], "flat"),            # the first checkpoint may absorb warm-up
+    ([100, 200, 201, 200], "GREW"),
+    ([200, 200, 200, 300], "GREW"),
+    ([200, 300, 200, 300], "GREW"),            # requested bytes must not move at all
+])
+def test_memory_verdict(requested, verdict):
+    assert soak.memory_verdict(requested) == verdict
+
+
+def test_random_shapes_stay_in_the_issue_ranges():
+    shapes = soak.random_shapes(500, random.Random(3))
+    assert len(shapes) == 500
+    for m, n, k in shapes:
+        assert 1 <= m <= 4096 and 64 <= n <= 8192 and 64 <= k <= 8192
+        assert n % 64 == 0 and k % 64 == 0
+    assert max(m for m, _, _ in shapes) > 1024 and min(m for m, _, _ in shapes) < 16
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the exit without a GPU")
+def test_main_without_a_gpu_exits_2(capsys):
+    assert soak.main(["--shapes", "1"]) == 2
+    assert "needs a GPU" in capsys.readouterr().err
