@@ -16,15 +16,9 @@ Outputs:
            in counters [tiles] (zero before the launch) and the one that sees SPLIT_K - 1
            sums and resets it to zero for the next launch.
 
-The product, chosen by the constexpr DOT:
-  - "scaled": `tl.dot_scaled` on E2M1 codes and E8M0 scales (native scaled MFMA on gfx950), A
-    quantized by kernels.quantize (HW_CVT: the gfx950 instruction, else the software recipe);
-  - "fp16": for NVIDIA, where dot_scaled is an emulation that upcasts, scales and converts
-    every element. Here the E2M1 values go to fp16 by two shifts (exact, times 2**-14; see
-    kernels.quantize.e2m1_code_to_fp16) and one batched `tl.dot` per K tile multiplies each
-    32-element MX block on its own: [BK/32, BM, 32] x [BK/32, 32, BN]. The block sums (exact
-    in fp32) are then scaled by the A and B block factors and added up, so the scales cost
-    BM*BN multiplies per block instead of one per element.
+The product is `tl.dot_scaled` on E2M1 codes and E8M0 scales (the native scaled MFMA on
+gfx950; an emulation on NVIDIA), A quantized by kernels.quantize (HW_CVT: the gfx950
+instruction, else the software recipe).
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). No load leaves its tensor: rows past
 M or N wrap onto valid rows (their results are masked at the store), and a ragged last K tile
 (EVEN_K False) is masked, its B scales replaced by 1.0 so that padding garbage cannot reach
@@ -37,8 +31,7 @@ import triton
 import triton.language as tl
 
 from kernels import formats
-from kernels.quantize import (FP16_PRODUCT_UNSCALE, e2m1_code_to_fp16, e8m0_scale_factor,
-                              quantize_tile_groups, quantize_tile_mxfp4)
+from kernels.quantize import quantize_tile_mxfp4
 
 
 @triton.jit
@@ -69,26 +62,6 @@ def _unshuffle_scale_tile(s, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
-def _code_groups(codes, scales, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
-    """codes uint8 [ROWS, BK/2] (two per byte, low nibble first), scales uint8 [ROWS, BK/32] ->
-    (values fp16 [ROWS, BK/32, 32], factors fp32 [ROWS, BK/32]), as quantize_tile_groups."""
-    codes = codes.reshape(ROWS, BLOCK_K // 32, 16)
-    values = tl.join(e2m1_code_to_fp16(codes), e2m1_code_to_fp16(codes >> 4))
-    return values.reshape(ROWS, BLOCK_K // 32, 32), e8m0_scale_factor(scales)
-
-
-@triton.jit
-def _grouped_dot(acc, a_values, a_factors, b_values, b_factors):
-    """acc [BM, BN] + sum over MX blocks g of (a_g . b_g) * a_factor_g * b_factor_g.
-
-    a_values [BM, G, 32] and b_values [BN, G, 32] fp16, factors [BM, G] and [BN, G] fp32.
-    """
-    sums = tl.dot(a_values.permute(1, 0, 2), b_values.permute(1, 2, 0))   # [G, BM, BN]
-    scaled = sums * a_factors.trans(1, 0)[:, :, None] * b_factors.trans(1, 0)[:, None, :]
-    return acc + tl.sum(scaled, axis=0)
-
-
-@triton.jit
 def preshuffle_gemm_kernel(
     a_ptr, a_scales_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr,
     M, N, K,
@@ -98,7 +71,7 @@ def preshuffle_gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, SPLIT_K_SIZE: tl.constexpr,
     REDUCE_IN_GEMM: tl.constexpr, EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr,
-    DOT: tl.constexpr, HW_CVT: tl.constexpr, A_PREQUANTIZED: tl.constexpr,
+    HW_CVT: tl.constexpr, A_PREQUANTIZED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = pid % SPLIT_K
@@ -144,21 +117,11 @@ def preshuffle_gemm_kernel(
             else:
                 a_scales = tl.load(as_ptrs, mask=(k0 // 32 + cols_as)[None, :] < K // 32,
                                    other=127)
-        if DOT == "scaled":
-            if not A_PREQUANTIZED:
-                a, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, HW_CVT)
-            acc = tl.dot_scaled(a, a_scales, "e2m1",
-                                _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K).trans(1, 0),
-                                _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)
-        else:
-            if A_PREQUANTIZED:
-                a_values, a_factors = _code_groups(a, a_scales, BLOCK_M, BLOCK_K)
-            else:
-                a_values, a_factors = quantize_tile_groups(a, BLOCK_M, BLOCK_K)
-            b_values, b_factors = _code_groups(_unshuffle_weight_tile(b, BLOCK_N, BLOCK_K),
-                                               _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K),
-                                               BLOCK_N, BLOCK_K)
-            acc = _grouped_dot(acc, a_values, a_factors, b_values, b_factors)
+        if not A_PREQUANTIZED:
+            a, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, HW_CVT)
+        acc = tl.dot_scaled(a, a_scales, "e2m1",
+                            _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K).trans(1, 0),
+                            _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)
         if A_PREQUANTIZED:
             a_ptrs += BLOCK_K // 2
             as_ptrs += BLOCK_K // 32
@@ -166,9 +129,6 @@ def preshuffle_gemm_kernel(
             a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * 8
         bs_ptrs += BLOCK_K
-
-    if DOT == "fp16":
-        acc = acc * FP16_PRODUCT_UNSCALE
 
     rows_c = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     cols_c = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -217,14 +177,14 @@ def gemm_grid(m: int, n: int, block_m: int, block_n: int, splits: int) -> tuple:
 
 def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m, block_n,
                    block_k, group_m, splits, split_size, reduce_in_gemm, cache_modifier,
-                   dot, hw_cvt=False, a_scales=None):
+                   hw_cvt=False, a_scales=None):
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
     a is bf16 [M, K], or with a_scales given the codes uint8 [M, K/2] of a quantized A. b and
     b_scales are the 2-D views of weight_view and scales_view; c is bf16 [M, N] with unit
     column stride. partials (fp32 [splits, M, N], contiguous) and counters (int32 [tiles],
     zero) are read only when splits > 1 (counters only with reduce_in_gemm); pass c where
-    they are unused. dot is the kernel's DOT: "scaled" or "fp16".
+    they are unused.
     """
     prequantized = a_scales is not None
     scales = a_scales if prequantized else a
@@ -232,4 +192,4 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m, b
             a.stride(0), a.stride(1), scales.stride(0), b.stride(0), b_scales.stride(0),
             c.stride(0), m * n, n,
             block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
-            k % split_size == 0, cache_modifier, dot, hw_cvt, prequantized)
+            k % split_size == 0, cache_modifier, hw_cvt, prequantized)

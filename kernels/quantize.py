@@ -9,9 +9,6 @@ from one of two quantizers, chosen by the constexpr HW_CVT:
   - hardware (gfx950 only): `v_cvt_scalef32_pk_fp4_f32` with scale 1.0 on the pre-scaled
     values, after `_condition_for_cvt` has replaced every input whose conversion the ISA
     does not document (NaN, +-inf, -0, denormals) by one that gives the same GEMM result.
-`quantize_tile_groups(x, BLOCK_M, BLOCK_K)` returns the quantized tile as E2M1 values in fp16
-(times 2**-14, exact) per MX block, with each block's scale as an fp32 factor: the A operand
-of the grouped fp16 `tl.dot` variant (see kernels.preshuffle_gemm).
 `quantize_kernel` runs the quantizer on a plain [rows, K] tensor (`quantize_rows` is its host
 wrapper: the separate quantization step of the unfused baseline in tools.bench);
 `condition_test_kernel` runs the conditioning alone (the interpreter cannot run inline asm).
@@ -22,8 +19,6 @@ import triton
 import triton.language as tl
 
 CVT_FP4_ASM = tl.constexpr("v_cvt_scalef32_pk_fp4_f32 $0, $1, $2, $3")
-# e2m1_code_to_fp16 gives each E2M1 value times 2**-14, so a product of two carries 2**-28.
-FP16_PRODUCT_UNSCALE = tl.constexpr(2.0 ** 28)
 
 
 @triton.jit
@@ -119,36 +114,6 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
 
 
 @triton.jit
-def e2m1_code_to_fp16(code):
-    """E2M1 code (low 4 bits of an integer tile) -> fp16 holding its value times 2**-14.
-
-    Exponent and mantissa bits drop into fp16's low exponent bits: codes 2..7 become normal
-    numbers, 0.5 (code 1) the denormal 2**-15, so every value is exact.
-    """
-    code = code.to(tl.int32)
-    return (((code & 7) << 9) | ((code & 8) << 12)).to(tl.uint16).to(tl.float16, bitcast=True)
-
-
-@triton.jit
-def e8m0_scale_factor(scale):
-    """E8M0 scale byte (integer tile) -> 2**(byte - 127) in fp32; byte 0 (2**-127, a denormal)
-    becomes 0, which changes no result beyond 1e-30; byte 255 is NaN."""
-    scale = scale.to(tl.int32)
-    bits = tl.where(scale == 255, 0x7FC00000, scale << 23)
-    return bits.to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def quantize_tile_groups(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    """x [BLOCK_M, BLOCK_K] -> (values fp16 [BLOCK_M, BLOCK_K/32, 32], factors fp32
-    [BLOCK_M, BLOCK_K/32]): the software quantizer's codes as e2m1_code_to_fp16 values, and
-    each block's scale as e8m0_scale_factor."""
-    q, scale = _prescaled_blocks(x, BLOCK_M, BLOCK_K)
-    return (e2m1_code_to_fp16(_e2m1_codes(q)),
-            e8m0_scale_factor(scale.reshape(BLOCK_M, BLOCK_K // 32)))
-
-
-@triton.jit
 def quantize_kernel(x_ptr, codes_ptr, scales_ptr, M, K, stride_xm,
                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, HW_CVT: tl.constexpr = False):
     """x fp32/bf16 [M, K] (row stride stride_xm) -> codes uint8 [M, K/2], scales uint8 [M, K/32].
@@ -184,18 +149,6 @@ def quantize_rows(x, hw_cvt: bool = False):
                                                      BLOCK_M=block_m, BLOCK_K=block_k,
                                                      HW_CVT=hw_cvt)
     return codes, scales
-
-
-@triton.jit
-def groups_test_kernel(x_ptr, out_ptr, M, K, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-    """out fp32 [M, K] = the dequantized MXFP4 values of x [M, K] from quantize_tile_groups
-    (values * 2**14 * factors). M % BLOCK_M == 0, K % BLOCK_K == 0, grid as quantize_kernel."""
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
-    values, factors = quantize_tile_groups(tl.load(x_ptr + rows[:, None] * K + cols[None, :]),
-                                           BLOCK_M, BLOCK_K)
-    out = values.to(tl.float32) * 16384.0 * factors[:, :, None]
-    tl.store(out_ptr + rows[:, None] * K + cols[None, :], out.reshape(BLOCK_M, BLOCK_K))
 
 
 @triton.jit

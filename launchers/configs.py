@@ -27,7 +27,6 @@ class GemmConfig:
     block_k: int
     split_k: int = 1                 # requested K splits
     split_k_reduce: str = "kernel"   # who sums the splits: "kernel" (a 2nd launch) or "last_program"
-    dot: str = "scaled"              # "scaled": tl.dot_scaled; "fp16": per-block fp16 tl.dot
     group_m: int = 1
     num_warps: int = 4
     num_stages: int = 1
@@ -49,8 +48,6 @@ class GemmConfig:
             problems.append("split_k and group_m must be >= 1")
         if self.split_k_reduce not in ("kernel", "last_program"):
             problems.append(f"split_k_reduce={self.split_k_reduce!r} is not 'kernel' or 'last_program'")
-        if self.dot not in ("scaled", "fp16"):
-            problems.append(f"dot={self.dot!r} is not 'scaled' or 'fp16'")
         if self.cache_modifier not in (None, ".cg", ".ca", ".cv"):
             problems.append(f"cache_modifier={self.cache_modifier!r} is not a load modifier")
         if problems:
@@ -80,10 +77,7 @@ _TARGET_WORKGROUPS = 128
 
 
 def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
-    """A config for any shape: small M tiles, wide N tiles, split-K when the grid is small.
-
-    It keeps dot="scaled" on every arch: that path has been checked on an H200; the "fp16"
-    variant has run only in the interpreter and in offline compiles so far."""
+    """A config for any shape: small M tiles, wide N tiles, split-K when the grid is small."""
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
     block_n = 128 if n >= 2048 else 64
     block_k = 512 if k % 512 == 0 else 256

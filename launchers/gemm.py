@@ -72,8 +72,7 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                m, n, k, block_m=config.block_m, block_n=config.block_n,
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
                                split_size=split_size, reduce_in_gemm=reduce_in_gemm,
-                               cache_modifier=config.cache_modifier,
-                               dot=config.dot, hw_cvt=hw_cvt,
+                               cache_modifier=config.cache_modifier, hw_cvt=hw_cvt,
                                a_scales=a_scales)
     specs = [LaunchSpec("gemm", preshuffle_gemm_kernel,
                         gemm_grid(m, n, config.block_m, config.block_n, splits),

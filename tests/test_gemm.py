@@ -124,10 +124,8 @@ def expected_splits(config, k):
 
 
 VARIANTS = {   # name: the GemmConfig fields that select it
-    "scaled": {},
-    "fp16": {"dot": "fp16"},
-    "scaled-last-program": {"split_k_reduce": "last_program"},
-    "fp16-last-program": {"dot": "fp16", "split_k_reduce": "last_program"},
+    "reduce-kernel": {},
+    "last-program": {"split_k_reduce": "last_program"},
 }
 VARIANT_CASES = [(shape, dataclasses.replace(config, **fields), name)
                  for shape, config in CONFIG_CASES for name, fields in VARIANTS.items()
@@ -148,11 +146,10 @@ def test_explicit_config_matches_reference(device, shape, config, variant):
     assert_correct(data, out)
 
 
-@pytest.mark.parametrize("dot", ["scaled", "fp16"])
-def test_last_program_reduce_over_repeated_calls_with_fresh_inputs(device, dot):
+def test_last_program_reduce_over_repeated_calls_with_fresh_inputs(device):
     """The tile counters return to zero after every call: one launcher, several inputs."""
     m, n, k = 8, 192, 1536
-    config = GemmConfig(16, 64, 256, split_k=3, split_k_reduce="last_program", dot=dot)
+    config = GemmConfig(16, 64, 256, split_k=3, split_k_reduce="last_program")
     launcher = None
     for seed in range(3):
         data = reference.generate_input(m, n, k, seed=50 + seed, device=device)
@@ -253,13 +250,11 @@ def test_a_corrupted_scale_fails_the_check(device):
     assert not reference.check_implementation(data, custom_kernel(corrupted))[0]
 
 
-@pytest.mark.parametrize("dot", ["scaled", "fp16"])
 @pytest.mark.parametrize("shape, config", [((8, 192, 1536), GemmConfig(16, 64, 512)),
                                            ((4, 208, 576), GemmConfig(16, 32, 256, split_k=2))])
-def test_prequantized_a_gives_the_fused_bits(device, dot, shape, config):
+def test_prequantized_a_gives_the_fused_bits(device, shape, config):
     """The unfused baseline (quantize_rows, then the GEMM on codes) equals the fused kernel."""
     m, n, k = shape
-    config = dataclasses.replace(config, dot=dot)
     data = reference.generate_input(m, n, k, seed=61, device=device)
     a, _, _, b_shuffle, b_scale_sh = data
     _, fused = run_config(config, data)

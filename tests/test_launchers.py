@@ -79,7 +79,7 @@ def test_splits_for(block_k, split_k, k, want):
     dict(block_m=24), dict(block_m=0), dict(block_m=-16), dict(block_m=8),
     dict(split_k=0), dict(group_m=0),
     dict(cache_modifier=".xx"), dict(cache_modifier="cg"),
-    dict(dot="fp32"), dict(dot="bf"), dict(split_k_reduce="atomic"),
+    dict(split_k_reduce="atomic"),
     # The kernel's tl.arange(0, BLOCK_K) needs a power of two.
     dict(block_k=768),
 ])
@@ -134,7 +134,6 @@ def test_config_for_returns_the_table_entry_for_a_task_shape(arch, shape):
 def test_config_for_uses_the_heuristic_for_other_shapes(arch, shape):
     config = config_for(arch, *shape)
     assert config == heuristic_config(*shape)
-    assert config.dot == "scaled"
 
 
 # ---------------------------------------------------------------------------------------

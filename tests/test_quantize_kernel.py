@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from kernels import formats
-from kernels.quantize import groups_test_kernel, quantize_kernel
+from kernels.quantize import quantize_kernel
 
 # Block contexts: the value under test sits in blocks whose other elements set these amax
 # values (0: the value alone), so that every bf16 pattern is quantized at several scales.
@@ -70,41 +70,3 @@ def test_kernel_and_torch_disagree_with_a_wrong_expectation(device):
     x[:, 1] = torch.nextafter(torch.tensor(1.25), torch.tensor(2.0))
     codes, _ = run_kernel(x.to(device), block_m=16)
     assert int(codes[0, 0]) == (6 | 3 << 4)
-
-
-def run_groups(x, block_m):
-    rows, k = x.shape
-    out = torch.empty(rows, k, dtype=torch.float32, device=x.device)
-    groups_test_kernel[(rows // block_m, 1)](x, out, rows, k, BLOCK_M=block_m, BLOCK_K=k)
-    return out.cpu()
-
-
-def expected_groups(x):
-    """formats' dequantized MXFP4 values, where a block of scale byte 0 (2**-127) is zero."""
-    codes, scales = formats.quantize_mxfp4(x.cpu())
-    values = formats.dequantize_mxfp4(codes, scales)
-    return torch.where((scales == 0).repeat_interleave(32, dim=1), 0.0, values)
-
-
-def assert_groups_equal(out, want):
-    same = (out == want) | (out.isnan() & want.isnan())
-    assert bool(same.all()), (out[~same][:8], want[~same][:8])
-
-
-def test_groups_every_pattern_in_every_context(device):
-    """The A operand of the fp16 dot: the MXFP4 value of every bf16 pattern, exactly."""
-    values = all_bf16_patterns()
-    blocks = torch.zeros(len(CONTEXTS), values.numel(), 32, dtype=torch.bfloat16)
-    blocks[:, :, 0], blocks[:, :, 1] = values, -values
-    blocks[:, :, 2] = torch.tensor(CONTEXTS, dtype=torch.bfloat16)[:, None]
-    x = blocks.view(-1, 32).to(device)
-    assert_groups_equal(run_groups(x, block_m=4096), expected_groups(x))
-
-
-def test_groups_random_rows(device):
-    gen = torch.Generator().manual_seed(3)
-    x = (torch.randn(32, 512, generator=gen) * torch.logspace(-30, 30, 512)).to(torch.bfloat16)
-    x[3, 5], x[4, :32] = float("nan"), float("nan")
-    want = expected_groups(x)
-    assert bool((want == 0).any()) and bool((want.abs() > 1e20).any())
-    assert_groups_equal(run_groups(x.to(device), block_m=16), want)

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_tile_candidates_are_valid_and_distinct(arch, shape):
     m, n, k = shape
     candidates = tune.tile_candidates(arch, m, n, k, processors=132)
-    assert len(candidates) >= 10
+    assert len(candidates) >= 6
     assert len({tune.config_key(c) for c in candidates}) == len(candidates)
     for config in candidates:
         assert config.splits_for(k)[0] == config.split_k     # no empty splits
@@ -30,8 +30,7 @@ def test_tile_candidates_are_valid_and_distinct(arch, shape):
             assert config.block_n * config.block_k <= tune.MAX_WEIGHT_TILE
             big = 2 * config.block_n * config.block_k > tune.MAX_WEIGHT_TILE
             assert config.num_warps == (8 if big else 4)
-    dots = {c.dot for c in candidates}
-    assert dots == ({"fp16", "scaled"} if arch == "sm_90" else {"scaled"})
+    assert any(c.split_k > 1 for c in candidates)
 
 
 def test_tile_candidates_put_two_waves_first():
@@ -42,14 +41,14 @@ def test_tile_candidates_put_two_waves_first():
 
 
 def test_refine_candidates_pass_hip_options_only_on_hip():
-    base = GemmConfig(16, 64, 256, split_k=4, split_k_reduce="last_program", dot="fp16")
+    base = GemmConfig(16, 64, 256, split_k=4, split_k_reduce="last_program")
     nvidia = tune.refine_candidates("sm_90", base, 2048)
-    amd = tune.refine_candidates("gfx950", dataclasses.replace(base, dot="scaled"), 2048)
+    amd = tune.refine_candidates("gfx950", dataclasses.replace(base, split_k_reduce="kernel"), 2048)
     assert {c.waves_per_eu for c in nvidia} == {0}
     assert {c.waves_per_eu for c in amd} == {0, 1, 2}
     assert {c.split_k_reduce for c in nvidia} == {"kernel", "last_program"}
     assert {c.split_k_reduce for c in amd} == {"kernel"}
-    single = tune.refine_candidates("sm_90", GemmConfig(16, 64, 512, dot="fp16"), 512)
+    single = tune.refine_candidates("sm_90", GemmConfig(16, 64, 512), 512)
     assert {c.num_stages for c in single} == {1} and {c.split_k_reduce for c in single} == {"kernel"}
 
 
@@ -63,7 +62,7 @@ def test_rendered_table_reads_back_as_the_same_data():
 
 def test_write_winners_replaces_one_arch_and_keeps_the_rest(tmp_path):
     path = tmp_path / "config_table.py"
-    winner = GemmConfig(16, 32, 256, split_k=2, split_k_reduce="last_program", dot="fp16")
+    winner = GemmConfig(16, 32, 256, split_k=2, split_k_reduce="last_program", num_warps=8)
     result = {"config": dataclasses.asdict(winner), "median_us": 5.0}
     tune.write_winners("sm_90", {(4, 2880, 512): (result, "measured 5.0")}, path)
     namespace = {}

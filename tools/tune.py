@@ -4,9 +4,8 @@
                          [--state tune-state.json] [--workers 8] [--write]
 
 For each shape, in two stages within its share of the time budget:
-  1. tiles: BLOCK_M, BLOCK_N, BLOCK_K, split-K count and the dot variant (bf16 tl.dot or
-     tl.dot_scaled on NVIDIA, dot_scaled on AMD), the other fields at their defaults; the
-     candidates whose grid is closest to two waves of the GPU go first;
+  1. tiles: BLOCK_M, BLOCK_N, BLOCK_K and the split-K count, the other fields at their
+     defaults; the candidates whose grid is closest to two waves of the GPU go first;
   2. refine the two best: warps, stages, the B-load cache modifier, who reduces split-K
      (a second kernel or the last program), and on HIP waves_per_eu and matrix_instr_nonkdim.
 The table's current entry is always measured too, as the baseline. Each candidate is
@@ -65,33 +64,29 @@ def reduce_choices(arch: str, splits: int) -> tuple:
 
 
 def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
-    """Stage 1: the tile shapes, split counts and dot variants worth trying for this shape."""
+    """Stage 1: the tile shapes and split counts worth trying for this shape."""
     from launchers.configs import GemmConfig
     block_ms = [bm for bm in (16, 32, 64, 128) if bm == 16 or bm <= m]
     nvidia = arch.startswith("sm_")
-    dots = ("fp16", "scaled") if nvidia else ("scaled",)
     found = {}
-    for dot in dots:
-        for bm in block_ms:
-            for bn in (32, 64, 128, 256):
-                for bk in (256, 512):
-                    if bm * bn * bk > MAX_TILE_ELEMENTS or (nvidia and bn * bk > MAX_WEIGHT_TILE):
+    for bm in block_ms:
+        for bn in (32, 64, 128, 256):
+            for bk in (256, 512):
+                if bm * bn * bk > MAX_TILE_ELEMENTS or (nvidia and bn * bk > MAX_WEIGHT_TILE):
+                    continue
+                warps = 8 if nvidia and bn * bk > MAX_WEIGHT_TILE // 2 else 4
+                k_tiles = -(-k // bk)
+                for split in SPLIT_COUNTS:
+                    if split > k_tiles:
                         continue
-                    warps = 8 if nvidia and bn * bk > MAX_WEIGHT_TILE // 2 else 4
-                    k_tiles = -(-k // bk)
-                    for split in SPLIT_COUNTS:
-                        if split > k_tiles or (dot == "scaled" and arch.startswith("sm_")
-                                               and split > 1):
-                            continue
-                        per_split = -(-k_tiles // split)
-                        config = GemmConfig(bm, bn, bk, split_k=split, dot=dot, num_warps=warps,
-                                            num_stages=2 if per_split > 1 else 1,
-                                            split_k_reduce=reduce_choices(arch, split)[-1])
-                        if config.splits_for(k)[0] == split:
-                            found[config_key(config)] = config
+                    per_split = -(-k_tiles // split)
+                    config = GemmConfig(bm, bn, bk, split_k=split, num_warps=warps,
+                                        num_stages=2 if per_split > 1 else 1,
+                                        split_k_reduce=reduce_choices(arch, split)[-1])
+                    if config.splits_for(k)[0] == split:
+                        found[config_key(config)] = config
     # Two waves of programs hide memory latency best.
-    return sorted(found.values(), key=lambda c: (abs(math.log(_waves(c, m, n, k, processors) / 2)),
-                                                 dots.index(c.dot)))
+    return sorted(found.values(), key=lambda c: abs(math.log(_waves(c, m, n, k, processors) / 2)))
 
 
 def refine_candidates(arch: str, config, k: int) -> list:
@@ -185,7 +180,7 @@ def short(config) -> str:
     text = f"{c.block_m}x{c.block_n}x{c.block_k} sk{c.split_k}"
     if c.split_k > 1:
         text += "/lp" if c.split_k_reduce == "last_program" else "/rk"
-    text += f" w{c.num_warps} s{c.num_stages} {c.dot}"
+    text += f" w{c.num_warps} s{c.num_stages}"
     if c.cache_modifier:
         text += f" {c.cache_modifier}"
     if c.waves_per_eu:
