@@ -6,6 +6,8 @@ uneven splits, grouped tile orders and every BLOCK_N, plus two full task shapes.
 """
 
 import dataclasses
+import gc
+import weakref
 
 import pytest
 import torch
@@ -227,6 +229,18 @@ def test_same_input_twice_gives_the_same_bits_in_new_tensors(device):
     first, second = custom_kernel(data), custom_kernel(data)
     assert torch.equal(first.view(torch.int16), second.view(torch.int16))
     assert first.untyped_storage().data_ptr() != second.untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("shape", [(16, 192, 512), (4, 256, 2048)])   # single pass, split-K
+def test_nothing_holds_an_input_after_the_call(device, shape):
+    """The launcher cache and the launchers keep no reference to a caller's tensors."""
+    data = reference.generate_input(*shape, seed=44, device=device)
+    alive = [weakref.ref(tensor) for tensor in data]
+    out = custom_kernel(data)
+    del data
+    gc.collect()
+    assert [ref() is None for ref in alive] == [True] * len(alive)
+    assert out.shape == (shape[0], shape[1])
 
 
 @pytest.mark.parametrize("shape", [(16, 192, 512), (4, 256, 2048)])
