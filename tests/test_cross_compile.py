@@ -1,4 +1,5 @@
-"""Every gfx950 config cross-compiles to a gfx950 code object (tools.isa, offline).
+"""Every gfx950 config cross-compiles to a gfx950 code object (tools.isa, offline); the sm_90
+entries compile to PTX for the instruction report.
 
 Both quantizers: the software one, and the hardware one, whose code must hold
 v_cvt_scalef32_pk_fp4_f32. Every GEMM must use a scaled MFMA; no kernel may use scratch.
@@ -58,3 +59,18 @@ def test_report_has_the_documented_keys(isa_rows):
         assert {"shape", "kernel", "config", "vgprs", "lds_bytes", "scratch_bytes",
                 "waves_per_simd", "workgroups", "counts"} <= set(row)
         assert 1 <= row["waves_per_simd"] <= 8 and row["workgroups"] >= 1
+
+
+def test_sm90_report_counts_the_quantizer_and_the_mma(tmp_path):
+    """tools.isa --arch sm_90: every sm_90 entry compiles to PTX with MMA instructions, and
+    pre-quantizing A removes instructions (the in-register quantizer's share)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = tmp_path / "sm90.json"
+    subprocess.run([sys.executable, "-m", "tools.isa", "--arch", "sm_90", "--json", str(out)],
+                   cwd=ROOT, env=env, check=True, capture_output=True, timeout=900)
+    rows = json.loads(out.read_text())
+    assert {tuple(row["shape"]) for row in rows} == set(GEMM_CONFIGS["sm_90"])
+    for row in rows:
+        assert row["mma"] > 0 and row["ptx_fused"] > row["ptx_a_prequantized"] > 0, row["shape"]
+        assert 0 < row["quantizer_share"] < 1
+        assert row["est_warp_instructions"] >= row["ptx_fused"] * row["programs"]

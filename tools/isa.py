@@ -1,7 +1,8 @@
-"""Cross-compile the configured kernels for gfx950 and report their resources.
+"""Cross-compile the configured kernels for gfx950 (or sm_90) and report their resources.
 
     python -m tools.isa --arch gfx950 [--quantizer hardware|software] [--json FILE]
                         [--sweep M,N,K ...]
+    python -m tools.isa --arch sm_90 [--json FILE]
 
 Per entry of the arch's config table (the 10 task shapes) and per kernel (the GEMM, and the
 split-K reduce where the config splits K): VGPRs, AGPRs, SGPRs, LDS bytes, scratch bytes,
@@ -9,6 +10,12 @@ spills, an occupancy estimate (waves per SIMD), workgroups against the 256 CUs, 
 instruction counts. With --sweep, the same for the GEMM of every stage-1 candidate that
 tools.tune would try on gfx950 for each given shape (the material the table is chosen from).
 Runs offline on a CPU: no AMD GPU is involved.
+
+With --arch sm_90, per entry of the sm_90 table: the PTX instructions of the GEMM as
+configured and with A pre-quantized (the share of the in-register quantizer), the MMA
+instructions, and an estimate of the warp instructions the launch executes (PTX count x
+warps x programs x K tiles per program; the loop body dominates the count) with the time
+that takes at one instruction per cycle on each of the H200's 528 schedulers at 1.98 GHz.
 
 Occupancy estimate (CDNA3/4, wave64): 512 unified VGPRs per SIMD lane, allocated in granules
 of 8 (AGPRs after the arch VGPRs rounded to 4); 160 KiB of LDS and 4 SIMDs per CU; at most 8
@@ -26,7 +33,7 @@ os.environ.pop("TRITON_INTERPRET", None)   # compiling needs the real JIT functi
 
 from launchers.configs import GEMM_CONFIGS   # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
-from tools.cross_compile import GFX950, compile_for  # noqa: E402
+from tools.cross_compile import GFX950, SM90, compile_for  # noqa: E402
 
 CUS = 256
 LDS_PER_CU = 160 * 1024
@@ -37,6 +44,9 @@ KEY_INSTRUCTIONS = ("v_cvt_scalef32_pk_fp4_f32", "v_mfma_scale_f32_16x16x128_f8f
                     "v_mfma_scale_f32_32x32x64_f8f6f4", "global_load_dwordx4",
                     "buffer_load_dwordx4", "ds_read_b128", "s_waitcnt")
 _MNEMONIC = re.compile(r"^\s+([a-z][a-z0-9_]*)\b", re.MULTILINE)
+_PTX_INSTRUCTION = re.compile(r"^\s+(?:@!?%p\d+\s+)?([a-z][\w.]*)", re.MULTILINE)
+H200_SCHEDULERS = 132 * 4
+H200_CLOCK_GHZ = 1.98
 
 
 def _metadata_int(amdgcn: str, key: str) -> int:
@@ -102,6 +112,44 @@ def sweep(shapes, hw_cvt: bool) -> list:
     return rows
 
 
+def ptx_instructions(ptx: str) -> Counter:
+    body = ptx.split("{", 1)[-1]
+    return Counter(_PTX_INSTRUCTION.findall(body))
+
+
+def sm90_row(shape, config) -> dict:
+    m, n, k = shape
+    counts = {}
+    for prequantized in (False, True):
+        spec = launch_specs(config, "cuda", m, n, k, (k, 1), "meta",
+                            a_prequantized=prequantized)[0]
+        compiled = compile_for(spec.kernel, spec.sample_args, spec.options, SM90)
+        counts[prequantized] = ptx_instructions(compiled.asm["ptx"])
+    fused, prequantized = sum(counts[False].values()), sum(counts[True].values())
+    splits, split_size = config.splits_for(k)
+    programs = splits * -(-m // config.block_m) * -(-n // config.block_n)
+    warp_instructions = fused * config.num_warps * programs * -(-split_size // config.block_k)
+    return dict(shape=[m, n, k], config=dict(vars(config)), ptx_fused=fused,
+                ptx_a_prequantized=prequantized,
+                quantizer_share=round(1 - prequantized / fused, 3),
+                mma=sum(v for name, v in counts[False].items() if "mma" in name),
+                programs=programs, est_warp_instructions=warp_instructions,
+                est_issue_us=round(warp_instructions / (H200_SCHEDULERS * H200_CLOCK_GHZ * 1e3), 2))
+
+
+def format_sm90_table(rows) -> str:
+    lines = [f"{'shape':<16} {'cfg BMxBNxBK/S/w':<19} {'ptx':>6} {'ptx preq':>8} {'A quant':>7} "
+             f"{'mma':>4} {'progs':>5} {'est warp instr':>14} {'µs at issue':>11}"]
+    for row in rows:
+        c = row["config"]
+        cfg = f"{c['block_m']}x{c['block_n']}x{c['block_k']}/{c['split_k']}/{c['num_warps']}"
+        lines.append(f"{'x'.join(map(str, row['shape'])):<16} {cfg:<19} {row['ptx_fused']:>6} "
+                     f"{row['ptx_a_prequantized']:>8} {row['quantizer_share']:>7.0%} "
+                     f"{row['mma']:>4} {row['programs']:>5} {row['est_warp_instructions']:>14,} "
+                     f"{row['est_issue_us']:>11}")
+    return "\n".join(lines)
+
+
 def format_table(rows) -> str:
     header = (f"{'shape':<16} {'kernel':<7} {'cfg BMxBNxBK/S/w':<19} {'vgpr':>4} {'agpr':>4} "
               f"{'sgpr':>4} {'lds':>6} {'scr':>3} {'w/simd':>6} {'WGs':>5} {'WG/CU':>5} "
@@ -123,18 +171,20 @@ def format_table(rows) -> str:
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arch", choices=["gfx950"], default="gfx950")
+    parser.add_argument("--arch", choices=["gfx950", "sm_90"], default="gfx950")
     parser.add_argument("--quantizer", choices=["hardware", "software"], default="hardware")
     parser.add_argument("--json", help="write the rows as a JSON list to this file")
     parser.add_argument("--sweep", nargs="+", metavar="M,N,K",
                         help="report tools.tune's stage-1 candidates for these shapes instead")
     args = parser.parse_args(argv)
     hw_cvt = args.quantizer == "hardware"
-    if args.sweep:
-        rows = sweep([tuple(int(x) for x in word.split(",")) for word in args.sweep], hw_cvt)
+    if args.arch == "sm_90":
+        rows = [sm90_row(shape, config) for shape, config in GEMM_CONFIGS["sm_90"].items()]
+        print(format_sm90_table(rows))
     else:
-        rows = report(args.arch, hw_cvt)
-    print(format_table(rows))
+        rows = (sweep([tuple(int(x) for x in word.split(",")) for word in args.sweep], hw_cvt)
+                if args.sweep else report(args.arch, hw_cvt))
+        print(format_table(rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
