@@ -31,6 +31,7 @@ from collections import Counter
 
 os.environ.pop("TRITON_INTERPRET", None)   # compiling needs the real JIT functions
 
+from kernels import formats                  # noqa: E402
 from launchers.configs import GEMM_CONFIGS   # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
 from tools.cross_compile import GFX950, SM90, compile_for  # noqa: E402
@@ -119,16 +120,16 @@ def ptx_instructions(ptx: str) -> Counter:
 
 def sm90_row(shape, config) -> dict:
     m, n, k = shape
-    counts = {}
+    counts, grids = {}, {}
     for prequantized in (False, True):
         spec = launch_specs(config, "cuda", m, n, k, (k, 1), "meta",
                             a_prequantized=prequantized)[0]
         compiled = compile_for(spec.kernel, spec.sample_args, spec.options, SM90)
-        counts[prequantized] = ptx_instructions(compiled.asm["ptx"])
+        counts[prequantized], grids[prequantized] = ptx_instructions(compiled.asm["ptx"]), spec.grid
     fused, prequantized = sum(counts[False].values()), sum(counts[True].values())
-    splits, split_size = config.splits_for(k)
-    programs = splits * -(-m // config.block_m) * -(-n // config.block_n)
-    warp_instructions = fused * config.num_warps * programs * -(-split_size // config.block_k)
+    programs = grids[False][0]
+    k_tiles_per_program = formats.cdiv(config.splits_for(k)[1], config.block_k)
+    warp_instructions = fused * config.num_warps * programs * k_tiles_per_program
     return dict(shape=[m, n, k], config=dict(vars(config)), ptx_fused=fused,
                 ptx_a_prequantized=prequantized,
                 quantizer_share=round(1 - prequantized / fused, 3),

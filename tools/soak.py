@@ -49,18 +49,19 @@ def memory_stays_flat(m, n, k, calls, custom_kernel, cached_launcher_count) -> b
     torch.cuda.synchronize()
     launchers_before = cached_launcher_count()
     requested, allocated = [], []
+    every = max(1, calls // 10)
     for call in range(calls):
         if call % len(pool) == 0:
             pool = [reference.generate_input(m, n, k, seed=call + s) for s in range(len(pool))]
         custom_kernel(pool[call % len(pool)])
-        if (call + 1) % max(1, calls // 10) == 0:
+        if (call + 1) % every == 0:
             torch.cuda.synchronize()
             requested.append(torch.cuda.memory_stats()["requested_bytes.all.current"])
             allocated.append(torch.cuda.memory_allocated())
     del pool
     verdict = memory_verdict(requested)
     print(f"memory over {calls} calls of {m}x{n}x{k} with fresh inputs (one pool of 8 "
-          f"input sets alive), every {max(1, calls // 10)} calls: bytes requested {requested}, "
+          f"input sets alive), every {every} calls: bytes requested {requested}, "
           f"allocated {allocated}; launchers cached {launchers_before} -> "
           f"{cached_launcher_count()}: {verdict}", flush=True)
     return verdict == "flat"

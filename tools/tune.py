@@ -30,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from kernels.preshuffle_gemm import gemm_tiles
+
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_PATH = ROOT / "launchers" / "config_table.py"
 SPLIT_COUNTS = (1, 2, 3, 4, 7, 8, 14, 16)
@@ -50,7 +52,7 @@ def non_default_fields(config) -> dict:
 
 def _waves(config, m, n, k, processors) -> float:
     splits, _ = config.splits_for(k)
-    programs = splits * -(-m // config.block_m) * -(-n // config.block_n)
+    programs = splits * gemm_tiles(m, n, config.block_m, config.block_n)
     return programs / processors
 
 
