@@ -7,7 +7,8 @@ generate_input(m, n, k, seed) -> (A, B, B_q, B_shuffle, B_scale_sh), as the runn
   The runner leaves the scale padding uninitialized; here it is 0xFF (a NaN scale), so a
   kernel that reads it shows up as wrong.
 ref_kernel(data) -> bf16 [m, n] = bf16(dequant(quantize(A)) @ dequant(B)^T) in fp32.
-check_implementation(data, output) -> (ok, message), rtol = atol = 1e-2 per element.
+check_implementation(data, output) -> (ok, message), rtol = atol = 1e-2 per element
+(launchers.proof.compare, the element check the launchers' proofs use too).
 
 With aiter importable (AMD), quantization, shuffles and the GEMM are aiter's own, as in the
 runner; otherwise kernels.formats, which is bit-exact with aiter's Triton quantizer.
@@ -16,6 +17,7 @@ runner; otherwise kernels.formats, which is bit-exact with aiter's Triton quanti
 import torch
 
 from kernels import formats
+from launchers.proof import ATOL, RTOL, compare, reference_output  # noqa: F401 (re-exported)
 from task import input_t, output_t
 
 try:
@@ -26,11 +28,9 @@ try:
 except ImportError:
     aiter = None
 
-RTOL = ATOL = 1e-2
 SCALE_PAD_BYTE = 0xFF
 _FP4 = getattr(torch, "float4_e2m1fn_x2", torch.uint8)
 _E8M0 = getattr(torch, "float8_e8m0fnu", torch.uint8)
-_WORST_SHOWN = 5
 
 
 def default_device() -> str:
@@ -69,28 +69,7 @@ def ref_kernel(data: input_t) -> output_t:
         codes, scales = aiter_quant(A)
         return aiter.gemm_a4w4(codes.view(_FP4), B_shuffle, aiter_e8m0_shuffle(scales.view(_E8M0)),
                                B_scale_sh, dtype=torch.bfloat16, bpreshuffle=True)[:A.shape[0]]
-    a = formats.dequantize_mxfp4(*formats.quantize_mxfp4(A))
-    b = formats.dequantize_mxfp4(*formats.quantize_mxfp4(B))
-    return (a @ b.T).to(torch.bfloat16)
-
-
-def compare(output, expected, rtol=RTOL, atol=ATOL) -> tuple:
-    """(ok, message): every element within atol + rtol*|expected|, NaN and Inf where expected."""
-    if output.shape != expected.shape:
-        return False, f"shape mismatch: expected {tuple(expected.shape)}, got {tuple(output.shape)}"
-    got, want = output.float(), expected.float()
-    error = (got - want).abs()
-    bad = ~(error <= atol + rtol * want.abs())
-    bad = torch.where(torch.isinf(want), got != want, bad)
-    bad &= ~(torch.isnan(got) & torch.isnan(want))
-    count = int(bad.sum())
-    if count == 0:
-        return True, ""
-    error = torch.where(bad, torch.nan_to_num(error, nan=float("inf")), -1.0)
-    worst = torch.topk(error.flatten(), min(_WORST_SHOWN, count)).indices
-    rows = [f"[{i // got.shape[-1]}, {i % got.shape[-1]}]: got {got.flatten()[i].item():.6g}, "
-            f"expected {want.flatten()[i].item():.6g}" for i in worst.tolist()]
-    return False, f"{count} of {bad.numel()} elements mismatch; worst: " + "; ".join(rows)
+    return reference_output(A, *formats.quantize_mxfp4(B))
 
 
 def check_implementation(data: input_t, output: output_t) -> tuple:

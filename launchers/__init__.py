@@ -1,10 +1,10 @@
-"""Config lookup and launcher cache: (A, B_shuffle, B_scale_sh) -> the GemmLauncher to run.
+"""Config lookup and launcher cache: (A, B_shuffle, B_scale_sh) -> the proven launcher to run.
 
-`launcher_for(a, n)` returns the launcher for the current target and this problem, built on
-first use and kept in a bounded LRU cache keyed by (target, device, M, N, K, A strides); on
-gfx950 it uses the hardware quantizer once the self-check (launchers.selfcheck) has passed.
-`prewarm(shapes)` builds and runs the launchers of the given shapes once, so that the first
-timed call compiles and loads nothing.
+`launcher_for(a, n)` returns the launcher for the current target and this problem, built and
+proven on first use (launchers.ladder: the table's config with the best quantizer whose
+proof passes, or the next rung down) and kept in a bounded LRU cache keyed by (target,
+device, M, N, K, A strides). `prewarm(shapes)` builds and proves the launchers of the given
+shapes, so that the first timed call compiles and loads nothing.
 """
 
 import functools
@@ -14,10 +14,8 @@ from collections import OrderedDict
 import torch
 import triton
 
-from kernels import formats
-from launchers.configs import TASK_SHAPES, config_for
-from launchers.gemm import GemmLauncher
-from launchers.selfcheck import hardware_quantizer_ok
+from launchers.configs import TASK_SHAPES
+from launchers.ladder import proven_launcher
 
 LAUNCHER_CACHE_CAPACITY = 64
 _launchers = OrderedDict()
@@ -42,15 +40,12 @@ def current_target(device) -> tuple:
     return _target_of_device(torch.device(device).index or 0)
 
 
-def launcher_for(a, n: int) -> GemmLauncher:
-    m, k = a.shape
-    backend, arch = current_target(a.device)
-    key = (arch, str(a.device), m, n, k, a.stride())
+def _launcher(device, m: int, n: int, k: int, a_strides: tuple):
+    backend, arch = current_target(device)
+    key = (arch, str(device), m, n, k, a_strides)
     launcher = _launchers.get(key)
     if launcher is None:
-        hw_cvt = hardware_quantizer_ok(arch, backend, str(a.device))
-        launcher = GemmLauncher(config_for(arch, m, n, k), backend, m, n, k, a.stride(),
-                                a.device, hw_cvt)
+        launcher = proven_launcher(arch, backend, m, n, k, a_strides, device)
         _launchers[key] = launcher
         if len(_launchers) > LAUNCHER_CACHE_CAPACITY:
             _launchers.popitem(last=False)
@@ -59,16 +54,20 @@ def launcher_for(a, n: int) -> GemmLauncher:
     return launcher
 
 
+def launcher_for(a, n: int):
+    m, k = a.shape
+    return _launcher(a.device, m, n, k, a.stride())
+
+
 def cached_launcher_count() -> int:
     return len(_launchers)
 
 
 def prewarm(shapes=TASK_SHAPES, device="cuda"):
-    """Compile, load and run once every kernel variant that `shapes` use."""
+    """Build and prove (compile, load, run) every launcher that `shapes` use."""
+    device = torch.device(device)
+    if device.index is None:
+        device = torch.device(device.type, torch.cuda.current_device())
     for m, n, k in shapes:
-        a = torch.zeros((m, k), dtype=torch.bfloat16, device=device)
-        b = torch.zeros((n, k // 2), dtype=torch.uint8, device=device)
-        scales = torch.full(formats.scales_padded_shape(n, k), 127, dtype=torch.uint8,
-                            device=device)
-        launcher_for(a, n)(a, b, scales)
+        _launcher(device, m, n, k, (k, 1))
     torch.cuda.synchronize()

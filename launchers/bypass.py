@@ -17,7 +17,9 @@ by 16 and 16-byte-aligned pointers. Callers keep one KernelLaunch per set of int
 arguments and use `aligned(...)` to send a call with a misaligned tensor to `standard`.
 
 Where the direct launch is unavailable (the interpreter, or a Triton whose internals differ)
-every call goes through the standard `kernel[grid](...)` launch, after a one-line notice.
+every call goes through the standard `kernel[grid](...)` launch, after a one-line notice
+(none for the interpreter or allow_direct=False). A compiler error is not caught here: it
+reaches the caller (launchers.ladder steps down on it).
 """
 
 import sys
@@ -59,21 +61,18 @@ def _kernel_name(kernel) -> str:
 class KernelLaunch:
     """`kernel` at a fixed grid and options; `launch(*args)` with all arguments in order."""
 
-    def __init__(self, kernel, grid, options, sample_args):
+    def __init__(self, kernel, grid, options, sample_args, allow_direct=True):
         self.kernel = kernel
         self.grid = grid
         self.options = options
         self.direct = None
-        if isinstance(kernel, InterpretedFunction):
-            reason = "the Triton interpreter runs kernels itself"
-        else:
-            try:
-                compiled = kernel.warmup(*sample_args, grid=grid, **options)
-                self.direct = compiled[grid]
-                reason = None
-            except Exception as error:  # any internal-API mismatch means: use the JIT launch
-                reason = f"{type(error).__name__}: {error}".splitlines()[0]
-        if reason is not None:
+        if isinstance(kernel, InterpretedFunction) or not allow_direct:
+            return
+        compiled = kernel.warmup(*sample_args, grid=grid, **options)
+        try:
+            self.direct = compiled[grid]
+        except Exception as error:  # an internal-API mismatch means: use the JIT launch
+            reason = f"{type(error).__name__}: {error}".splitlines()[0]
             notice_once(f"mxfp4-mm: standard Triton launch for {_kernel_name(kernel)} "
                         f"(direct launch unavailable: {reason})")
 

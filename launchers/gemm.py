@@ -5,8 +5,9 @@
 with their grids, compile options and sample arguments; tools cross-compile these same specs
 on the "meta" device. `GemmLauncher` binds each spec as a KernelLaunch; calling it with
 (A, B_shuffle, B_scale_sh) allocates a fresh output (and fresh fp32 partials when K is split)
-and launches the kernels in order. hw_cvt selects the gfx950 hardware quantizer
-(launchers.selfcheck decides whether it may be used).
+and launches the kernels in order. hw_cvt selects the gfx950 hardware quantizer;
+allow_direct=False keeps every launch on Triton's standard launch (launchers.ladder proves
+each choice before it is used).
 
 With split_k_reduce "last_program" the launcher owns one int32 counter per output tile, zero
 between calls (the kernel resets what it counts). Calls of one launcher must therefore not
@@ -95,19 +96,21 @@ class GemmLauncher:
     B_shuffle, B_scale_sh, A scales uint8 [M, K/32]) from kernels.quantize.quantize_rows."""
 
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
-                 a_strides: tuple, device, hw_cvt: bool = False, a_prequantized: bool = False):
+                 a_strides: tuple, device, hw_cvt: bool = False, a_prequantized: bool = False,
+                 allow_direct: bool = True):
         self.config = config
+        self.hw_cvt = hw_cvt
         self.m, self.n, self.device = m, n, device
         self.splits, _ = config.splits_for(k)
         self.counters = tile_counters(config, m, n, device)
         specs = launch_specs(config, backend, m, n, k, a_strides, device, hw_cvt, self.counters,
                              a_prequantized)
         gemm_spec = specs[0]
-        self.gemm = KernelLaunch(*gemm_spec[1:])
+        self.gemm = KernelLaunch(*gemm_spec[1:], allow_direct=allow_direct)
         self._gemm_constants = gemm_spec.sample_args[GEMM_TENSOR_ARGS:]
         self.reduce = None
         if len(specs) > 1:
-            self.reduce = KernelLaunch(*specs[1][1:])
+            self.reduce = KernelLaunch(*specs[1][1:], allow_direct=allow_direct)
             self._reduce_constants = specs[1].sample_args[REDUCE_TENSOR_ARGS:]
 
     @property
@@ -118,16 +121,16 @@ class GemmLauncher:
     def is_direct(self) -> bool:
         return self.gemm.is_direct and (self.reduce is None or self.reduce.is_direct)
 
-    def __call__(self, a, b_shuffle, b_scale_sh, a_scales=None):
+    def __call__(self, a, b_shuffle, b_scale_sh, a_scales=None, direct=True):
+        """direct=False takes the standard launch even where the bypass is available."""
         b, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
         out = _output(self.m, self.n, self.device)
         partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
         gemm_args = ((a, a if a_scales is None else a_scales, b, b_scales, out, partials,
                       self.counters) + self._gemm_constants)
-        if aligned(a, b, b_scales):
-            self.gemm(*gemm_args)
-        else:
-            self.gemm.standard(*gemm_args)
+        direct = direct and aligned(a, b, b_scales)
+        (self.gemm if direct else self.gemm.standard)(*gemm_args)
         if self.reduce is not None:
-            self.reduce(partials, out, *self._reduce_constants)
+            reduce_args = (partials, out) + self._reduce_constants
+            (self.reduce if direct else self.reduce.standard)(*reduce_args)
         return out

@@ -1,0 +1,47 @@
+"""The ladder's last rung: aiter's own path, as the runner's reference computes C.
+
+`AiterLauncher(m, n)` quantizes A with aiter's Triton `dynamic_mxfp4_quant`, shuffles its
+scales with `e8m0_shuffle` and calls `gemm_a4w4` on the preshuffled weight. Only where aiter
+imports (AMD); `available()` says whether it does. Two or more launches per call.
+"""
+
+import functools
+
+import torch
+
+_FP4 = getattr(torch, "float4_e2m1fn_x2", torch.uint8)
+_E8M0 = getattr(torch, "float8_e8m0fnu", torch.uint8)
+
+
+@functools.lru_cache(maxsize=1)
+def _aiter():
+    """(dynamic_mxfp4_quant, e8m0_shuffle, gemm_a4w4), or None where aiter does not import."""
+    try:
+        import aiter
+        from aiter.ops.triton.quant import dynamic_mxfp4_quant
+        from aiter.utility.fp4_utils import e8m0_shuffle
+    except Exception:   # ImportError, or an aiter built for another GPU failing at import
+        return None
+    return dynamic_mxfp4_quant, e8m0_shuffle, aiter.gemm_a4w4
+
+
+def available() -> bool:
+    return _aiter() is not None
+
+
+class AiterLauncher:
+    """Call with (A bf16 [M, K], B_shuffle, B_scale_sh[, direct]); returns bf16 [M, N]."""
+
+    is_direct = False
+    launches_per_call = 3
+
+    def __init__(self, m: int, n: int):
+        self.m, self.n = m, n
+        self.config = "aiter dynamic_mxfp4_quant + gemm_a4w4"
+        self.splits = 1
+
+    def __call__(self, a, b_shuffle, b_scale_sh, direct=False):
+        quantize, shuffle_scales, gemm_a4w4 = _aiter()
+        codes, scales = quantize(a)
+        return gemm_a4w4(codes.view(_FP4), b_shuffle.view(_FP4), shuffle_scales(scales.view(_E8M0)),
+                         b_scale_sh.view(_E8M0), dtype=torch.bfloat16, bpreshuffle=True)[:self.m]

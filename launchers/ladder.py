@@ -1,0 +1,140 @@
+"""A proven launcher for one problem, stepping down a ladder of fallbacks until one is proven.
+
+`proven_launcher(arch, backend, m, n, k, a_strides, device)` tries, in order:
+
+    hardware quantizer   the table's config with the gfx950 conversion instruction (gfx950 only)
+    software quantizer   the table's config with the software quantizer
+    standard launch      the same, through Triton's standard launch only (no bypass)
+    heuristic config     configs.heuristic_config, standard launch (skipped if it is the table's)
+    aiter                aiter's dynamic_mxfp4_quant + gemm_a4w4 (where aiter imports)
+
+A rung fails when building it raises (a compiler error, say) or its proof (launchers.proof)
+fails; each step down prints one stderr line naming the shape as MxNxK, the rung and the
+reason, and the rung that then serves the shape says so too. When every rung fails, a
+RuntimeError names the shape and why each rung failed. A shape whose first rung passes
+prints nothing.
+
+Fault injection, to see the ladder work: MXFP4_MM_FAULT="KIND:M,N,K[;KIND:M,N,K...]" makes
+the first rung of shape MxNxK fail: KIND "compile" raises while building it, as a compiler
+error would; "wrong" corrupts its outputs before the proof sees them, as a miscompile would.
+"""
+
+import os
+import sys
+from typing import Callable, NamedTuple
+
+import torch
+
+from launchers import aiter_path
+from launchers.configs import config_for, heuristic_config
+from launchers.gemm import GemmLauncher
+from launchers.proof import proof_cases, prove
+
+HARDWARE_QUANTIZER_ARCHS = ("gfx950",)
+FAULT_VARIABLE = "MXFP4_MM_FAULT"
+FAULT_KINDS = ("compile", "wrong")
+_REASON_CHARS = 300
+
+
+class Rung(NamedTuple):
+    name: str
+    build: Callable[[], object]   # () -> launcher: called with (A, B_shuffle, B_scale_sh, direct)
+
+
+class InjectedFault(RuntimeError):
+    """Raised by MXFP4_MM_FAULT's "compile" kind in place of a compiler error."""
+
+
+def parse_faults(text: str) -> dict:
+    """"wrong:16,2112,7168;compile:4,2880,512" -> {(16, 2112, 7168): "wrong", ...}."""
+    faults = {}
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        kind, _, shape = item.partition(":")
+        try:
+            m, n, k = (int(x) for x in shape.split(","))
+        except ValueError:
+            kind = None
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"{FAULT_VARIABLE}: expected KIND:M,N,K with KIND one of "
+                             f"{', '.join(FAULT_KINDS)}, got {item!r}")
+        faults[(m, n, k)] = kind
+    return faults
+
+
+class _CorruptedOutputs:
+    """A launcher whose outputs come back wrong, as a miscompiled kernel's would."""
+
+    def __init__(self, launcher):
+        self.launcher = launcher
+
+    def __call__(self, *args, **kwargs):
+        out = self.launcher(*args, **kwargs)
+        out.view(torch.int16).bitwise_xor_(0x4000)
+        return out
+
+
+def _with_fault(rung: Rung, kind: str) -> Rung:
+    if kind == "compile":
+        def build():
+            raise InjectedFault(f"injected compile fault ({FAULT_VARIABLE})")
+    else:
+        def build():
+            return _CorruptedOutputs(rung.build())
+    return Rung(rung.name, build)
+
+
+def rungs_for(arch, backend, m, n, k, a_strides, device) -> list:
+    config = config_for(arch, m, n, k)
+
+    def gemm(config, hw_cvt=False, allow_direct=True):
+        return lambda: GemmLauncher(config, backend, m, n, k, a_strides, device, hw_cvt,
+                                    allow_direct=allow_direct)
+
+    rungs = []
+    if arch in HARDWARE_QUANTIZER_ARCHS:
+        rungs.append(Rung("hardware quantizer", gemm(config, hw_cvt=True)))
+    rungs.append(Rung("software quantizer", gemm(config)))
+    rungs.append(Rung("standard launch", gemm(config, allow_direct=False)))
+    heuristic = heuristic_config(m, n, k)
+    if heuristic != config:
+        rungs.append(Rung("heuristic config", gemm(heuristic, allow_direct=False)))
+    if aiter_path.available():
+        rungs.append(Rung("aiter", lambda: aiter_path.AiterLauncher(m, n)))
+    return rungs
+
+
+def _one_line(error: BaseException) -> str:
+    text = " ".join(f"{type(error).__name__}: {error}".split())
+    return text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."
+
+
+def _proven(rung: Rung, m, n, k, a_strides, device):
+    """The rung's launcher once proven; raises whatever building or proving it raised."""
+    launcher = rung.build()
+    prove(launcher, proof_cases(m, n, k, a_strides, device), getattr(launcher, "is_direct", False))
+    launcher.rung = rung.name
+    return launcher
+
+
+def proven_launcher(arch, backend, m, n, k, a_strides, device, rungs=None):
+    """The first launcher of the ladder whose proof passes; RuntimeError if none does."""
+    shape = f"{m}x{n}x{k}"
+    rungs = rungs_for(arch, backend, m, n, k, a_strides, device) if rungs is None else rungs
+    fault = parse_faults(os.environ.get(FAULT_VARIABLE, "")).get((m, n, k))
+    if fault:
+        rungs = [_with_fault(rungs[0], fault)] + rungs[1:]
+    failures = []
+    for index, rung in enumerate(rungs):
+        try:
+            launcher = _proven(rung, m, n, k, a_strides, device)
+        except Exception as error:   # a compiler error, a launch error or a ProofFailure
+            failures.append(f"{rung.name}: {_one_line(error)}")
+            following = rungs[index + 1].name if index + 1 < len(rungs) else "no rung left"
+            print(f"mxfp4-mm: {shape}: {rung.name} failed ({_one_line(error)}); "
+                  f"stepping down to {following}", file=sys.stderr, flush=True)
+            continue
+        if failures:
+            print(f"mxfp4-mm: {shape}: served by {rung.name}", file=sys.stderr, flush=True)
+        return launcher
+    raise RuntimeError(f"mxfp4-mm: no launcher for {shape} passed its proof: "
+                       + "; ".join(failures))
