@@ -1,0 +1,240 @@
+"""The proof of a launcher and the fallback ladder (launchers.proof, launchers.ladder).
+
+Verdicts are tested with launchers that are right, wrong in one element of one case, or whose
+direct launch differs from the standard one in one bit; the ladder with the real GEMM through
+MXFP4_MM_FAULT and with rungs that fail on purpose.
+"""
+
+from collections import OrderedDict
+
+import pytest
+import torch
+
+import launchers
+import reference
+from kernels import formats
+from launchers import ladder, proof
+from launchers.configs import config_for, heuristic_config
+from submission import custom_kernel
+
+SHAPE = (4, 96, 512)           # in no table: its heuristic config is the table's
+TABLE_SHAPE = (4, 2880, 512)   # a benchmark shape: its heuristic config differs
+
+
+class FakeLauncher:
+    """Returns the reference output, optionally with one element changed in one case."""
+
+    def __init__(self, is_direct=False, wrong_case=None, direct_differs=False):
+        self.is_direct = is_direct
+        self.wrong_case = wrong_case
+        self.direct_differs = direct_differs
+        self.calls = 0
+        self.cases = {}
+
+    def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
+        self.calls += 1
+        m, k = a.shape
+        b_codes = formats.unshuffle_weight(b_shuffle.view(torch.uint8))
+        b_scales = formats.e8m0_unshuffle(b_scale_sh.view(torch.uint8), b_codes.shape[0],
+                                          k // 32)
+        out = proof.reference_output(a, b_codes, b_scales)
+        case = self.cases.setdefault(a.data_ptr(), len(self.cases))
+        if case == self.wrong_case:
+            out[0, 0] = out[0, 0] * 2 + 1
+        if direct and self.direct_differs:
+            out.view(torch.int16)[-1, -1] ^= 1
+        return out
+
+
+interpreter_only = pytest.mark.skipif(not launchers.interpreting(),
+                                      reason="drives gfx950's rungs through the interpreter")
+
+
+@pytest.fixture
+def empty_cache(monkeypatch):
+    monkeypatch.setattr(launchers, "_launchers", OrderedDict())
+
+
+# ---------------------------------------------------------------------------------------
+# proof inputs
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m", [1, 4, 6, 16])
+def test_proof_cases_cover_every_kind_at_the_launchers_shape(m):
+    n, k = 64, 512
+    cases = proof.proof_cases(m, n, k, (k, 1), "cpu")
+    assert len(cases) == 1 + -(-len(proof.SPECIAL_KINDS) // m)
+    for a, b_shuffle, b_scale_sh, b_codes, b_scales in cases:
+        assert a.shape == (m, k) and a.dtype == torch.bfloat16 and a.stride() == (k, 1)
+        assert b_shuffle.shape == (n, k // 2)
+        assert b_scale_sh.shape == formats.scales_padded_shape(n, k)
+    special = torch.cat([case[0] for case in cases[1:]]).float()
+    assert torch.isnan(special).any() and torch.isposinf(special).any() | torch.isneginf(special).any()
+    assert (special == 0).all(dim=1).any()                                # a row of +-0
+    assert ((special != 0) & (special.abs() < 2.0 ** -126)).any()          # bf16 denormals
+    assert (special.abs() > 2.0 ** 100).any()                              # a large block scale
+    assert (special.abs() == 2.5).any() and (special.abs() == 0.25).any()  # rounding ties
+
+
+def test_proof_cases_keep_the_a_strides_of_the_launcher():
+    (a, *_), *_ = proof.proof_cases(8, 64, 256, (512, 1), "cpu")
+    assert a.stride() == (512, 1)
+
+
+def test_proof_b_has_no_zero_code_and_one_inf_per_row():
+    cases = proof.proof_cases(6, 64, 512, (512, 1), "cpu")
+    b_codes = cases[0][3]
+    assert (formats.unpack_nibbles(b_codes) % 8 != 0).all()
+    for a, *_ in cases[1:]:
+        assert (torch.isinf(a.float()).sum(dim=1) <= 1).all()
+
+
+def test_the_proofs_reference_is_the_reference_stand_in():
+    data = reference.generate_input(8, 64, 512, seed=3, device="cpu")
+    a, b = data[0], data[1]
+    assert torch.equal(proof.reference_output(a, *formats.quantize_mxfp4(b)),
+                       reference.ref_kernel(data))
+
+
+# ---------------------------------------------------------------------------------------
+# the verdict
+# ---------------------------------------------------------------------------------------
+
+def cases_for(shape=(4, 64, 512)):
+    m, n, k = shape
+    return proof.proof_cases(m, n, k, (k, 1), "cpu")
+
+
+def test_a_right_launcher_passes():
+    proof.prove(FakeLauncher(), cases_for(), has_direct=False)
+    proof.prove(FakeLauncher(is_direct=True), cases_for(), has_direct=True)
+
+
+@pytest.mark.parametrize("wrong_case", [0, 1, 2])
+def test_one_wrong_element_in_any_case_fails(wrong_case):
+    with pytest.raises(proof.ProofFailure, match="wrong output"):
+        proof.prove(FakeLauncher(wrong_case=wrong_case), cases_for(), has_direct=False)
+
+
+def test_a_direct_launch_that_differs_by_one_bit_fails():
+    with pytest.raises(proof.ProofFailure, match="direct launch differs .* in 1 of"):
+        proof.prove(FakeLauncher(is_direct=True, direct_differs=True), cases_for(),
+                    has_direct=True)
+
+
+def test_both_launches_run_when_there_is_a_direct_one():
+    launcher = FakeLauncher(is_direct=True)
+    cases = cases_for()
+    proof.prove(launcher, cases, has_direct=True)
+    assert launcher.calls == 2 * len(cases)
+
+
+# ---------------------------------------------------------------------------------------
+# faults and rungs
+# ---------------------------------------------------------------------------------------
+
+def test_parse_faults():
+    assert ladder.parse_faults("") == {}
+    assert ladder.parse_faults("wrong:16,2112,7168; compile:4,2880,512;") == {
+        (16, 2112, 7168): "wrong", (4, 2880, 512): "compile"}
+
+
+@pytest.mark.parametrize("text", ["wrong", "slow:1,2,3", "wrong:1,2", "compile:a,b,c"])
+def test_parse_faults_rejects_bad_text(text):
+    with pytest.raises(ValueError, match="MXFP4_MM_FAULT: expected KIND:M,N,K"):
+        ladder.parse_faults(text)
+
+
+def rung_names(arch, shape):
+    m, n, k = shape
+    return [r.name for r in ladder.rungs_for(arch, "interpreter", m, n, k, (k, 1), "cpu")]
+
+
+def test_the_ladder_order():
+    assert rung_names("gfx950", TABLE_SHAPE) == [
+        "hardware quantizer", "software quantizer", "standard launch", "heuristic config"]
+    assert rung_names("sm_90", TABLE_SHAPE) == [
+        "software quantizer", "standard launch", "heuristic config"]
+    # Where the table has no entry the heuristic config is the config: no rung of its own.
+    assert config_for("gfx950", *SHAPE) == heuristic_config(*SHAPE)
+    assert rung_names("gfx950", SHAPE) == [
+        "hardware quantizer", "software quantizer", "standard launch"]
+
+
+def failing_rung(name, error):
+    def build():
+        raise error
+    return ladder.Rung(name, build)
+
+
+def test_every_rung_failing_raises_an_error_naming_the_shape_and_each_reason(capsys):
+    rungs = [failing_rung("first", ValueError("no good")),
+             ladder.Rung("second", lambda: FakeLauncher(wrong_case=1))]
+    with pytest.raises(RuntimeError) as raised:
+        ladder.proven_launcher("interpreter", "interpreter", 4, 64, 512, (512, 1), "cpu", rungs)
+    message = str(raised.value)
+    assert "4x64x512" in message
+    assert "first: ValueError: no good" in message and "second: ProofFailure: wrong output" in message
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [line for line in lines if line.startswith("mxfp4-mm: 4x64x512: ")]
+    assert len(lines) == 2 and "stepping down to second" in lines[0]
+    assert "stepping down to no rung left" in lines[1]
+
+
+def test_a_passing_first_rung_prints_nothing(capsys):
+    rungs = [ladder.Rung("only", FakeLauncher)]
+    launcher = ladder.proven_launcher("interpreter", "interpreter", 4, 64, 512, (512, 1),
+                                      "cpu", rungs)
+    assert launcher.rung == "only"
+    assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------------------------------
+# the ladder end to end, with the real GEMM
+# ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["compile", "wrong"])
+def test_a_faulted_shape_steps_down_and_still_gives_the_reference(kind, monkeypatch, capsys,
+                                                                  empty_cache, device):
+    m, n, k = SHAPE
+    monkeypatch.setenv("MXFP4_MM_FAULT", f"{kind}:{m},{n},{k}")
+    data = reference.generate_input(m, n, k, seed=5, device=device)
+    output = custom_kernel(data)
+    assert reference.check_implementation(data, output) == (True, "")
+    lines = capsys.readouterr().err.splitlines()
+    reason = "InjectedFault" if kind == "compile" else "ProofFailure: wrong output"
+    assert len(lines) == 2
+    assert lines[0].startswith(f"mxfp4-mm: {m}x{n}x{k}: software quantizer failed ({reason}")
+    assert lines[0].endswith("stepping down to standard launch")
+    assert lines[1] == f"mxfp4-mm: {m}x{n}x{k}: served by standard launch"
+
+
+def test_an_unfaulted_shape_is_served_by_its_first_rung_silently(monkeypatch, capsys,
+                                                                 empty_cache, device):
+    monkeypatch.setenv("MXFP4_MM_FAULT", "wrong:8,8,64")
+    m, n, k = SHAPE
+    data = reference.generate_input(m, n, k, seed=6, device=device)
+    assert reference.check_implementation(data, custom_kernel(data)) == (True, "")
+    assert launchers.launcher_for(data[0], n).rung == "software quantizer"
+    assert "mxfp4-mm" not in capsys.readouterr().err
+
+
+@interpreter_only
+def test_the_hardware_rung_runs_first_on_gfx950(capsys):
+    """gfx950's branch, driven in the interpreter: the hardware quantizer's launcher is
+    proven there (the interpreter stands a model in for the instruction) and serves."""
+    m, n, k = SHAPE
+    launcher = ladder.proven_launcher("gfx950", "interpreter", m, n, k, (k, 1), "cpu")
+    assert launcher.rung == "hardware quantizer" and launcher.hw_cvt
+    assert "mxfp4-mm" not in capsys.readouterr().err
+
+
+@interpreter_only
+def test_a_wrong_hardware_rung_falls_to_the_software_quantizer(monkeypatch, capsys):
+    m, n, k = SHAPE
+    monkeypatch.setenv("MXFP4_MM_FAULT", f"wrong:{m},{n},{k}")
+    launcher = ladder.proven_launcher("gfx950", "interpreter", m, n, k, (k, 1), "cpu")
+    assert launcher.rung == "software quantizer" and not launcher.hw_cvt
+    err = capsys.readouterr().err
+    assert f"{m}x{n}x{k}: hardware quantizer failed (ProofFailure" in err
+    assert f"{m}x{n}x{k}: served by software quantizer" in err
