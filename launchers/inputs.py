@@ -1,17 +1,26 @@
 """Validation of custom_kernel's input tuple: clear errors instead of wrong answers.
 
 `problem_of(data) -> (A, B_shuffle, B_scale_sh, M, N, K)` checks, cheaply (shapes, dtypes,
-devices; no data is read), what the kernels rely on, and raises TypeError or ValueError
-naming the argument, what was expected and what came.
+contiguity, devices; no data is read), what the kernels rely on, and raises TypeError or
+ValueError naming the argument, what was expected and what came. CPU tensors need the kernels
+built for the Triton interpreter (TRITON_INTERPRET=1 set before the import): otherwise a
+RuntimeError says so, instead of Triton's "0 active drivers".
 """
 
 import torch
+import triton
 
 from kernels import formats
+from kernels.preshuffle_gemm import preshuffle_gemm_kernel
 
 _FP4_DTYPES = tuple(d for d in (getattr(torch, "float4_e2m1fn_x2", None), torch.uint8) if d)
 _E8M0_DTYPES = tuple(d for d in (getattr(torch, "float8_e8m0fnu", None), torch.uint8) if d)
 DATA_FIELDS = ("A", "B", "B_q", "B_shuffle", "B_scale_sh")
+K_MULTIPLE = 2 * formats.WEIGHT_TILE_BYTES      # fp4 values in one row of a (16, 16) shuffle tile
+# triton.jit gives a JITFunction (compiled for a GPU) unless TRITON_INTERPRET was set at import.
+KERNELS_NEED_A_GPU = isinstance(preshuffle_gemm_kernel, triton.runtime.JITFunction)
+CPU_HOWTO = ("set TRITON_INTERPRET=1 before importing the submission to run it on a CPU "
+             "through the Triton interpreter, e.g. `TRITON_INTERPRET=1 python your_script.py`")
 
 
 def _require_tensor(name, value, dims, dtypes):
@@ -20,6 +29,13 @@ def _require_tensor(name, value, dims, dtypes):
     if value.dim() != dims or value.dtype not in dtypes:
         raise TypeError(f"{name}: expected a {dims}-D tensor of dtype "
                         f"{' or '.join(map(str, dtypes))}, got {value.dim()}-D {value.dtype}")
+
+
+def _require_contiguous(name, value):
+    if not value.is_contiguous():
+        raise ValueError(f"{name}: expected a contiguous tensor (row-major, the layout the "
+                         f"kernel reads), got one of shape {tuple(value.shape)} with strides "
+                         f"{value.stride()}; pass {name}.contiguous()")
 
 
 def problem_of(data):
@@ -33,22 +49,25 @@ def problem_of(data):
     _require_tensor("B_scale_sh", b_scale_sh, 2, _E8M0_DTYPES)
     m, k = a.shape
     n = b_shuffle.shape[0]
-    if k % 64:
-        raise ValueError(f"A: K must be a multiple of 64, got A of shape {tuple(a.shape)}")
+    if k % K_MULTIPLE:
+        raise ValueError(f"A: K must be a multiple of {K_MULTIPLE}, got A of shape "
+                         f"{tuple(a.shape)}")
     if n % formats.WEIGHT_TILE_N:
         raise ValueError(f"B_shuffle: N must be a multiple of {formats.WEIGHT_TILE_N} for the "
                          f"(16, 16) shuffle, got N={n}")
     if tuple(b_shuffle.shape) != (n, k // 2):
         raise ValueError(f"B_shuffle: expected shape ({n}, {k // 2}) for K={k}, "
                          f"got {tuple(b_shuffle.shape)}")
-    if not b_shuffle.is_contiguous():
-        raise ValueError("B_shuffle: expected a contiguous tensor")
+    _require_contiguous("B_shuffle", b_shuffle)
     want_scales = formats.scales_padded_shape(n, k)
-    if tuple(b_scale_sh.shape) != want_scales or not b_scale_sh.is_contiguous():
-        raise ValueError(f"B_scale_sh: expected a contiguous tensor of shape {want_scales} "
-                         f"(pad(N,256), pad(K/32,8)) for N={n}, K={k}, "
-                         f"got {tuple(b_scale_sh.shape)}")
+    if tuple(b_scale_sh.shape) != want_scales:
+        raise ValueError(f"B_scale_sh: expected shape {want_scales} (pad(N,256), pad(K/32,8)) "
+                         f"for N={n}, K={k}, got {tuple(b_scale_sh.shape)}")
+    _require_contiguous("B_scale_sh", b_scale_sh)
     if not (a.device == b_shuffle.device == b_scale_sh.device):
         raise ValueError(f"A, B_shuffle, B_scale_sh: expected one device, got {a.device}, "
                          f"{b_shuffle.device}, {b_scale_sh.device}")
+    if a.device.type == "cpu" and KERNELS_NEED_A_GPU:
+        raise RuntimeError(f"A: a CPU tensor, but the kernels were compiled for a GPU; "
+                           f"{CPU_HOWTO}")
     return a, b_shuffle, b_scale_sh, m, n, k

@@ -2,6 +2,7 @@
 
 import json
 import math
+import subprocess
 import sys
 
 import pytest
@@ -37,7 +38,8 @@ def test_custom_shapes_with_and_without_seed():
                      {"m": 8, "n": 128, "k": 512, "seed": 4243}]
 
 
-@pytest.mark.parametrize("word", ["4,64", "4,64,256,7,9", "a,b,c", "tests2", "4,64,100", "0,64,256"])
+@pytest.mark.parametrize("word", ["4,64", "4,64,256,7,9", "a,b,c", "tests2", "4,64,100", "0,64,256",
+                                  "8,250,512"])
 def test_bad_shapes_are_refused(word):
     with pytest.raises(evaluate.UsageError):
         evaluate.parse_shapes([word])
@@ -166,7 +168,57 @@ def test_non_self_contained_submission_fails(capsys, tmp_path):
     leaky = tmp_path / "leaky.py"
     leaky.write_text("from launchers import launcher_for\n\ndef custom_kernel(data):\n    pass\n")
     assert evaluate.main(["test", "--submission", str(leaky), "--shapes", SMALL]) == 1
-    assert "No module named 'launchers'" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "No module named 'launchers'" in out
+    assert out.rstrip().splitlines()[-1] == \
+        "0 passed, 0 failed, 1 not run; FAIL: the submission process failed (above)"
+
+
+def test_project_import_at_call_time_fails_the_shape(capsys, tmp_path):
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text("def custom_kernel(data):\n    from submission_helpers import run\n"
+                    "    return run(data)\n")
+    (tmp_path / "submission_helpers.py").write_text("from kernels import formats\n")
+    assert evaluate.main(["test", "--submission", str(lazy), "--shapes", SMALL]) == 1
+    out = capsys.readouterr().out
+    assert "seed     7: FAIL" in out
+    assert out.rstrip().splitlines()[-1] == "0 passed, 1 failed"
+
+
+HIDE_CHILD = """
+import importlib.machinery, sys
+root, folder = sys.argv[1], sys.argv[2]
+sys.path.insert(0, root)
+from tools.evaluate import hide_project_modules
+import kernels.formats
+
+
+class EditableInstall:          # what `pip install -e .` puts last in sys.meta_path
+    def find_spec(self, name, path=None, target=None):
+        if path is None and name in ("kernels", "launchers", "reference"):
+            return importlib.machinery.PathFinder.find_spec(name, [root])
+
+
+sys.meta_path.append(EditableInstall())
+hide_project_modules(root, folder)
+for name in ("kernels", "kernels.formats", "launchers", "tools", "reference"):
+    try:
+        __import__(name)
+    except ModuleNotFoundError as error:
+        assert "No module named" in str(error), error
+    else:
+        sys.exit(f"{name} is importable")
+import submission
+assert submission.__file__.startswith(folder), submission.__file__
+"""
+
+
+def test_hidden_project_modules_stay_hidden_from_an_editable_install(tmp_path):
+    (tmp_path / "submission.py").write_text("VALUE = 1\n")
+    result = subprocess.run([sys.executable, "-c", HIDE_CHILD, str(evaluate.ROOT),
+                             str(tmp_path.resolve())], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
 
 
 @pytest.mark.parametrize("mode", ["benchmark", "leaderboard", "profile"])
@@ -196,7 +248,7 @@ def test_timing_mode_report_from_child_messages(monkeypatch, capsys, tmp_path):
     def fake_child(mode, got_specs, submission, clear_bytes, max_wall_s, max_calls, env):
         assert mode == "leaderboard" and got_specs == specs and clear_bytes == 1 << 30
         yield {"type": "ready", "submission_file": "x/submission.py", "import_s": 1.0,
-               "device": "NVIDIA H200", "l2_bytes": 60 << 20, "isolated": False, "leaked": []}
+               "device": "NVIDIA H200", "l2_bytes": 60 << 20, "isolated": False}
         yield {"type": "warmup", "stats": stats[0], "message": ""}
         yield {"type": "result", "index": 0, "ok": True, "message": "", "stats": stats[0]}
         yield {"type": "result", "index": 1, "ok": True, "message": "", "stats": stats[1]}
@@ -223,7 +275,7 @@ def test_timing_mode_report_from_child_messages(monkeypatch, capsys, tmp_path):
 def test_small_cache_clear_warns(monkeypatch, capsys):
     def fake_child(*args):
         yield {"type": "ready", "submission_file": "s.py", "import_s": 0.0, "device": "gpu",
-               "l2_bytes": 60 << 20, "isolated": False, "leaked": []}
+               "l2_bytes": 60 << 20, "isolated": False}
         yield {"type": "warmup", "stats": None, "message": "x"}
         yield {"type": "result", "index": 0, "ok": True, "message": "",
                "stats": evaluate.calculate_stats([1.0, 1.0, 1.0])}

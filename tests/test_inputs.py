@@ -1,10 +1,17 @@
 """custom_kernel rejects bad inputs with errors that name the argument."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 import reference
 from submission import custom_kernel
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -49,8 +56,42 @@ def test_n_the_layout_cannot_take(data):
 
 
 def test_b_scale_sh_that_does_not_fit(data):
-    with pytest.raises(ValueError, match=r"B_scale_sh: expected a contiguous tensor of shape \(256, 8\)"):
+    with pytest.raises(ValueError, match=r"B_scale_sh: expected shape \(256, 8\)"):
         custom_kernel(replaced(data, 4, data[4][:, :4].contiguous()))
+
+
+def column_major(tensor):
+    """The same shape, dtype and values, laid out column by column: not contiguous (through
+    uint8, as torch cannot copy float4 tensors)."""
+    return tensor.view(torch.uint8).t().contiguous().t().view(tensor.dtype)
+
+
+@pytest.mark.parametrize("index, name", [(3, "B_shuffle"), (4, "B_scale_sh")])
+def test_non_contiguous_weight_tensors(data, index, name):
+    strided = column_major(data[index])
+    assert strided.shape == data[index].shape and not strided.is_contiguous()
+    with pytest.raises(ValueError, match=f"{name}: expected a contiguous tensor") as error:
+        custom_kernel(replaced(data, index, strided))
+    assert f"strides {strided.stride()}" in str(error.value)
+
+
+CPU_CALL_WITHOUT_INTERPRETER = """
+import reference
+from submission import custom_kernel
+try:
+    custom_kernel(reference.generate_input(4, 64, 256, seed=3, device="cpu"))
+except RuntimeError as error:
+    print(error)
+"""
+
+
+def test_cpu_call_without_the_interpreter_says_how_to_run_on_a_cpu():
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    result = subprocess.run([sys.executable, "-c", CPU_CALL_WITHOUT_INTERPRETER], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("A: a CPU tensor, but the kernels were compiled for a GPU")
+    assert "set TRITON_INTERPRET=1 before importing" in result.stdout
 
 
 def test_tensors_on_different_devices(data):

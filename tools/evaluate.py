@@ -10,14 +10,15 @@ list, unless written as M,N,K,seed. --shapes-file reads the runner's test-file f
 a line: `m: 8; n: 2112; k: 7168; seed: 124` (blank lines and lines starting with # skipped).
 
 How the submission runs (this tool's reading of eval.py):
-- In a fresh child process (this file, run with an internal flag), with its working directory
-  a temporary folder holding copies of the submission (as submission.py), task.py and
-  reference.py. `import submission` there loads the copy, so import-time work (compilation,
-  pre-warm) is not timed. The project's own submission.py (the default) imports with the
-  project root on sys.path. Any other file (e.g. a dist/submission.py bundle) imports with only
-  the temporary folder and site-packages on sys.path, as the runner has only that one file; a
-  file that still reaches the project's modules fails. The project root is added after that,
-  for reference.py (which uses kernels.formats).
+- In a fresh child process (`child_main` of this file), with its working directory a temporary
+  folder holding copies of the submission (as submission.py), task.py and reference.py.
+  `import submission` there loads the copy, so import-time work (compilation, pre-warm) is not
+  timed. The project's own submission.py (the default) imports with the project root on
+  sys.path. Any other file (e.g. a dist/submission.py bundle) is imported alone, as the runner
+  has only that one file: after reference.py is loaded (it uses kernels.formats), the
+  project's modules are hidden for the rest of the run (`hide_project_modules`: they import
+  from the temporary folder only, whatever the install, an editable one included), so a file
+  that still reaches them fails with ModuleNotFoundError.
 - test: per shape one call on a clone of the inputs, checked with reference.check_implementation.
 - benchmark: a warm-up (the timed loop on the first shape, up to 100 calls, unchecked), then
   per shape one checked call and up to 1000 timed calls on the same inputs.
@@ -47,6 +48,8 @@ usage errors and modes that cannot run here.
 """
 
 import argparse
+import importlib.abc
+import importlib.machinery
 import json
 import math
 import os
@@ -59,10 +62,11 @@ import time
 import traceback
 from pathlib import Path
 
+from tools.cli import UsageError, assign_seeds, parse_shapes, usage_error
+
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("test", "benchmark", "leaderboard", "profile")
 TIMING_MODES = ("benchmark", "leaderboard")
-SHAPE_SETS = ("tests", "benchmarks", "all")
 
 # aiter's times on the MI355X for the ranked shapes (task.md, from task.yml), in µs.
 AITER_BASELINES_US = {
@@ -74,59 +78,21 @@ AITER_BASELINES_US = {
     (256, 3072, 1536): 12.219,
 }
 
-SEED_BASE = 4242          # default seed of shape i: SEED_BASE + i
 SEED_STEP = 13            # leaderboard: seed growth before each timed call
 MAX_CALLS = {"benchmark": 1000, "leaderboard": 100, "warmup": 100}
 MIN_CALLS = 3
 REL_ERR_TARGET = 0.001
 DEFAULT_MAX_WALL_S = 10.0
 DEFAULT_CLEAR_BYTES = 1 << 30
-CHILD_FLAG = "--_child"
+# The child: argv is (root, job, fd); the project root goes first on sys.path for tools.cli.
+CHILD_PROGRAM = ("import sys; sys.path.insert(0, sys.argv[1]); from tools.evaluate import "
+                 "child_main; sys.exit(child_main(sys.argv[2], int(sys.argv[3])))")
 
 _CASE_PART = re.compile(r"\s*([a-zA-Z_]\w*):\s*([+-]?[0-9]+)\s*")
 _SPEC_KEYS = ("m", "n", "k", "seed")
 
 
-class UsageError(Exception):
-    """A bad command line or shapes file: reported with exit code 2."""
-
-
 # ----------------------------------------------------------------------------- shapes
-
-def _spec(m, n, k, seed):
-    if m < 1 or n < 1 or k < 1:
-        raise UsageError(f"shape {m},{n},{k}: M, N and K must be positive")
-    if k % 64:
-        raise UsageError(f"shape {m},{n},{k}: K must be a multiple of 64")
-    return {"m": m, "n": n, "k": k, "seed": seed}
-
-
-def _assign_seeds(cases):
-    """cases: (m, n, k, seed or None); a missing seed becomes SEED_BASE + index."""
-    return [_spec(m, n, k, SEED_BASE + i if seed is None else seed)
-            for i, (m, n, k, seed) in enumerate(cases)]
-
-
-def parse_shapes(words):
-    """--shapes words -> [{"m", "n", "k", "seed"}]: tests, benchmarks, all, M,N,K or M,N,K,seed."""
-    from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
-    named = {"tests": TEST_SHAPES, "benchmarks": BENCHMARK_SHAPES, "all": TASK_SHAPES}
-    cases = []
-    for word in words:
-        if word in named:
-            cases.extend((m, n, k, None) for m, n, k in named[word])
-            continue
-        parts = word.split(",")
-        try:
-            values = [int(x) for x in parts]
-        except ValueError:
-            values = []
-        if len(values) not in (3, 4):
-            raise UsageError(f"--shapes: expected one of {', '.join(SHAPE_SETS)}, M,N,K or "
-                             f"M,N,K,seed; got {word!r}")
-        cases.append(tuple(values[:3]) + (values[3] if len(values) == 4 else None,))
-    return _assign_seeds(cases)
-
 
 def parse_test_file(text):
     """The runner's test-file format: `m: 8; n: 2112; k: 7168; seed: 124` per line."""
@@ -150,7 +116,7 @@ def parse_test_file(text):
         cases.append((case["m"], case["n"], case["k"], case.get("seed")))
     if not cases:
         raise UsageError("shapes file holds no cases")
-    return _assign_seeds(cases)
+    return assign_seeds(cases)
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -277,7 +243,7 @@ def _error_text():
     return "raised " + " | ".join(lines[-3:])
 
 
-def _child_main(job_text, fd):
+def child_main(job_text, fd):
     job = json.loads(job_text)
     channel = os.fdopen(fd, "w")
 
@@ -294,35 +260,61 @@ def _child_main(job_text, fd):
         channel.close()
 
 
+def project_module_names(root) -> set:
+    """The top-level modules of the project tree: its packages and its .py files."""
+    root = Path(root)
+    return {path.stem for path in root.glob("*.py")} | \
+        {path.parent.name for path in root.glob("*/__init__.py")}
+
+
+class _FromFolderOnly(importlib.abc.MetaPathFinder):
+    """Finds the project's top-level modules in one folder only, before any other finder (an
+    editable install's finder included): the runner has only the files beside the submission."""
+
+    def __init__(self, names, folder):
+        self.names, self.folder = names, str(folder)
+
+    def find_spec(self, name, path=None, target=None):
+        if path is not None or name not in self.names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, [self.folder])
+        if spec is None:
+            raise ModuleNotFoundError(f"No module named {name!r} (only the files beside the "
+                                      f"submission can be imported, as on the runner)", name=name)
+        return spec
+
+
+def hide_project_modules(root, folder) -> None:
+    """From now on in this process, the project's modules import only from `folder`: those
+    already imported from elsewhere are forgotten, the root leaves sys.path and a finder that
+    looks in `folder` alone goes first in sys.meta_path."""
+    root, folder = Path(root).resolve(), Path(folder).resolve()
+    names = project_module_names(root)
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if name.split(".")[0] in names and not (file and Path(file).resolve().parent == folder):
+            del sys.modules[name]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != root]
+    sys.meta_path.insert(0, _FromFolderOnly(names, folder))
+
+
 def _child_run(job, send):
     workdir, root = Path(job["workdir"]).resolve(), Path(job["root"]).resolve()
     isolated = job["isolated"]
-    hidden = {root, root / "tools"}
-
-    def keep(entry):
-        place = Path(entry or ".").resolve()
-        return place != workdir and place not in hidden
-
-    sys.path[:] = [str(workdir)] + ([] if isolated else [str(root)]) + \
-        [p for p in sys.path if keep(p)]
+    sys.path[:] = [str(workdir), str(root)] + \
+        [p for p in sys.path if Path(p or ".").resolve() not in (workdir, root)]
 
     import random
     import torch
     random.seed(42)
     torch.manual_seed(42)
 
-    before = set(sys.modules)
+    import reference              # the copy in workdir; it uses the project's kernels.formats
+    if isolated:
+        hide_project_modules(root, workdir)
     start = time.perf_counter()
     import submission
     import_s = time.perf_counter() - start
-    leaked = []
-    if isolated:
-        for name in set(sys.modules) - before:
-            file = getattr(sys.modules[name], "__file__", None)
-            if file and Path(file).resolve().is_relative_to(root):
-                leaked.append(name)
-        sys.path.insert(1, str(root))
-    import reference
 
     custom_kernel = submission.custom_kernel
     interpreting = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -333,8 +325,7 @@ def _child_run(job, send):
         l2 = int(getattr(torch.cuda.get_device_properties(torch.cuda.current_device()),
                          "L2_cache_size", 0))
     send("ready", submission_file=submission.__file__, reference_file=reference.__file__,
-         import_s=import_s, device=device, l2_bytes=l2, isolated=isolated,
-         leaked=sorted(leaked))
+         import_s=import_s, device=device, l2_bytes=l2, isolated=isolated)
 
     def sync():
         if gpu:
@@ -469,7 +460,7 @@ def run_child(mode, specs, submission, clear_bytes, max_wall_s, max_calls, env):
         read_fd, write_fd = os.pipe()
         try:
             process = subprocess.Popen(
-                [sys.executable, str(Path(__file__).resolve()), CHILD_FLAG, json.dumps(job),
+                [sys.executable, "-c", CHILD_PROGRAM, str(ROOT), json.dumps(job),
                  str(write_fd)], cwd=workdir, env=env, pass_fds=(write_fd,))
         finally:
             os.close(write_fd)
@@ -531,8 +522,7 @@ def main(argv=None):
         if args.clear_bytes < 4:
             raise UsageError("--clear-bytes must be at least 4")
     except UsageError as error:
-        print(f"tools.evaluate: {error}", file=sys.stderr)
-        return 2
+        return usage_error("tools.evaluate", error)
 
     env = dict(os.environ)
     if not gpu_available():
@@ -560,10 +550,6 @@ def main(argv=None):
                    else "with the project root on sys.path")
             print(f"imported {message['submission_file']} {how} in {message['import_s']:.1f} s; "
                   f"device: {message['device']}", flush=True)
-            if message["leaked"]:
-                failures += 1
-                print("FAIL: the submission is not self-contained; it imported project modules "
-                      f"that the runner will not have: {', '.join(message['leaked'])}", flush=True)
             if args.mode in TIMING_MODES:
                 l2 = message["l2_bytes"]
                 print(f"cache clear before each timed call: torch.randn of {args.clear_bytes // 4} "
@@ -617,8 +603,12 @@ def main(argv=None):
     if args.mode in TIMING_MODES and rows:
         print("\n" + format_table(rows, summary), flush=True)
     passed = sum(row["ok"] for row in rows)
-    print(f"\n{passed} passed, {len(rows) - passed} failed"
-          + (f", {len(specs) - len(rows)} not run" if stopped else ""), flush=True)
+    failed_rows = len(rows) - passed
+    counts = (f"{passed} passed, {failed_rows} failed"
+              + (f", {len(specs) - len(rows)} not run" if stopped else ""))
+    if failures > failed_rows:
+        counts += "; FAIL: the submission process failed (above)"
+    print(f"\n{counts}", flush=True)
     code = 1 if failures else 0
 
     if args.json:
@@ -637,6 +627,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == CHILD_FLAG:
-        sys.exit(_child_main(sys.argv[2], int(sys.argv[3])))
     sys.exit(main())

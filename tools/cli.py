@@ -1,0 +1,78 @@
+"""What the tools' command lines share: the --shapes words, usage errors and their exit code.
+
+Every tool that takes shapes takes the same words: `tests`, `benchmarks` or `all` (the task's
+shape sets, launchers.configs) and `M,N,K`, several at once; tools.evaluate also takes
+`M,N,K,seed`. A shape the input format cannot hold (K not a multiple of 64, N not a multiple
+of 16, a size below 1) is a usage error: one line on stderr and exit code 2.
+"""
+
+import sys
+
+SHAPE_SETS = ("tests", "benchmarks", "all")
+SHAPES_HELP = "tests, benchmarks, all or M,N,K (several allowed)"
+SEED_BASE = 4242          # default seed of shape i: SEED_BASE + i
+USAGE_EXIT_CODE = 2
+
+
+class UsageError(Exception):
+    """A bad command line or shapes file: reported in one line with exit code 2."""
+
+
+def usage_error(prog: str, error) -> int:
+    """Print `prog: error` on stderr; the exit code of a usage error."""
+    print(f"{prog}: {error}", file=sys.stderr)
+    return USAGE_EXIT_CODE
+
+
+def check_shape(m: int, n: int, k: int) -> None:
+    from kernels.formats import WEIGHT_TILE_N
+    from launchers.inputs import K_MULTIPLE
+    if m < 1 or n < 1 or k < 1:
+        raise UsageError(f"shape {m},{n},{k}: M, N and K must be positive")
+    if k % K_MULTIPLE:
+        raise UsageError(f"shape {m},{n},{k}: K must be a multiple of {K_MULTIPLE}")
+    if n % WEIGHT_TILE_N:
+        raise UsageError(f"shape {m},{n},{k}: N must be a multiple of {WEIGHT_TILE_N} "
+                         f"(the weight's (16, 16) shuffle)")
+
+
+def shape_cases(words, with_seed: bool = False) -> list:
+    """--shapes words -> [(m, n, k, seed or None)], every shape checked."""
+    from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
+    named = {"tests": TEST_SHAPES, "benchmarks": BENCHMARK_SHAPES, "all": TASK_SHAPES}
+    sizes = (3, 4) if with_seed else (3,)
+    cases = []
+    for word in words:
+        if word in named:
+            cases.extend((m, n, k, None) for m, n, k in named[word])
+            continue
+        try:
+            values = [int(x) for x in word.split(",")]
+        except ValueError:
+            values = []
+        if len(values) not in sizes:
+            forms = "M,N,K or M,N,K,seed" if with_seed else "M,N,K"
+            raise UsageError(f"--shapes: expected one of {', '.join(SHAPE_SETS)} or {forms}; "
+                             f"got {word!r}")
+        check_shape(*values[:3])
+        cases.append(tuple(values[:3]) + (values[3] if len(values) == 4 else None,))
+    return cases
+
+
+def assign_seeds(cases) -> list:
+    """[(m, n, k, seed or None)] -> [{"m", "n", "k", "seed"}]; a missing seed is SEED_BASE + index."""
+    specs = []
+    for index, (m, n, k, seed) in enumerate(cases):
+        check_shape(m, n, k)
+        specs.append({"m": m, "n": n, "k": k, "seed": SEED_BASE + index if seed is None else seed})
+    return specs
+
+
+def parse_shapes(words) -> list:
+    """--shapes words (M,N,K,seed allowed) -> [{"m", "n", "k", "seed"}]."""
+    return assign_seeds(shape_cases(words, with_seed=True))
+
+
+def parse_plain_shapes(words) -> list:
+    """--shapes words -> [(m, n, k)], for tools that choose their own seeds."""
+    return [case[:3] for case in shape_cases(words)]
