@@ -1,64 +1,99 @@
 """Cross-compile the configured kernels for gfx950 (or sm_90) and report their resources.
 
     python -m tools.isa --arch gfx950 [--quantizer hardware|software] [--json FILE]
-                        [--sweep M,N,K ...]
+                        [--asm-dir DIR] [--sweep M,N,K ...] [--triton VERSION]
+    python -m tools.isa --arch gfx950 --compare-tritons 3.6.0,3.7.0,3.8.0,3.9.0 [--markdown FILE]
     python -m tools.isa --arch sm_90 [--json FILE]
+
+The compiler is Triton --triton (default 3.6.0, the leaderboard runner's). When the running
+Triton is another release, the tool installs that one into ROOT/.triton/<version> on first use
+(pip --target, no dependencies) and runs itself again with it first on PYTHONPATH. Every row
+names the release that compiled it ("triton"). Tensor arguments are specialized as the JIT of
+that release does (on HIP: tt.pointer_range=32, so buffer loads; see tools.cross_compile).
 
 Per entry of the arch's config table (the 10 task shapes) and per kernel (the GEMM, and the
 split-K reduce where the config splits K): VGPRs, AGPRs, SGPRs, LDS bytes, scratch bytes,
-spills, an occupancy estimate (waves per SIMD), workgroups against the 256 CUs, and
-instruction counts. With --sweep, the same for the GEMM of every stage-1 candidate that
-tools.tune would try on gfx950 for each given shape (the material the table is chosen from).
-Runs offline on a CPU: no AMD GPU is involved.
+spills, occupancy, workgroups against the 256 CUs, and instruction counts. With --sweep, the
+same for the GEMM of every stage-1 candidate that tools.tune would try on gfx950 for each given
+shape (the material the table is chosen from). With --asm-dir, each row's assembly is written
+there and the row names its file ("asm"). --compare-tritons compiles the table with each
+release and both quantizers and prints a markdown table of them side by side. Runs offline on
+a CPU: no AMD GPU is involved.
+
+Occupancy (CDNA3/4, wave64): 512 unified VGPRs per SIMD lane, allocated in granules of 8;
+160 KiB of LDS and 4 SIMDs per CU; at most 8 waves per SIMD. "waves_per_simd" is the estimate
+from the registers the code uses; "occupancy" is the real one: the same from the allocation in
+the kernel descriptor (.amdhsa_next_free_vgpr, which LLVM pads to 169 for waves_per_eu 2 and
+257 for 1), and at most waves_per_eu where that is set (0: no limit).
+
+GEMM rows also give, per K tile (the K-loop body where there is a K loop, else the whole
+kernel divided by the K tiles each program handles):
+- "quantizer_instructions_per_element": the static instructions of the in-register quantizer
+  per A element each lane holds (BLOCK_M*BLOCK_K / (64*num_warps)). An instruction is the
+  quantizer's when the innermost frame of its inlining chain that lies in the project (not in
+  Triton's own library, e.g. standard.py for tl.max) is kernels/quantize.py. The chain is the
+  comment LLVM writes after each .loc directive ("f.py:L:C @[ caller.py:L:C @[ ... ] ]"); its
+  file names are resolved through the .file directives.
+- "mfma_replication": the scaled-MFMA work the workgroup issues (static count x MFMA size x
+  waves) over the tile's BLOCK_M*BLOCK_N*BLOCK_K; 1 means no wave repeats another's products.
 
 With --arch sm_90, per entry of the sm_90 table: the PTX instructions of the GEMM as
 configured and with A pre-quantized (the share of the in-register quantizer), the MMA
 instructions, and an estimate of the warp instructions the launch executes (PTX count x
 warps x programs x K tiles per program; the loop body dominates the count) with the time
 that takes at one instruction per cycle on each of the H200's 528 schedulers at 1.98 GHz.
-
-Occupancy estimate (CDNA3/4, wave64): 512 unified VGPRs per SIMD lane, allocated in granules
-of 8 (AGPRs after the arch VGPRs rounded to 4); 160 KiB of LDS and 4 SIMDs per CU; at most 8
-waves per SIMD.
 """
 
 import argparse
+import datetime
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 from collections import Counter
+from pathlib import Path
 
 os.environ.pop("TRITON_INTERPRET", None)   # compiling needs the real JIT functions
+
+import triton                                # noqa: E402
 
 from kernels import formats                  # noqa: E402
 from launchers.configs import GEMM_CONFIGS   # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
-from tools.cross_compile import GFX950, SM90, compile_for  # noqa: E402
+from tools.cross_compile import (GFX950, ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
+                                 compile_for, run_with_triton)
 
 CUS = 256
 LDS_PER_CU = 160 * 1024
 SIMDS_PER_CU = 4
 VGPRS_PER_SIMD_LANE = 512
 MAX_WAVES_PER_SIMD = 8
-KEY_INSTRUCTIONS = ("v_cvt_scalef32_pk_fp4_f32", "v_mfma_scale_f32_16x16x128_f8f6f4",
-                    "v_mfma_scale_f32_32x32x64_f8f6f4", "global_load_dwordx4",
-                    "buffer_load_dwordx4", "ds_read_b128", "s_waitcnt")
+WAVE = 64
+CVT = "v_cvt_scalef32_pk_fp4_f32"
+QUANTIZER_SOURCE = ROOT / "kernels" / "quantize.py"
 _MNEMONIC = re.compile(r"^\s+([a-z][a-z0-9_]*)\b", re.MULTILINE)
+_SCALED_MFMA = re.compile(r"^v_mfma_scale_f32_(\d+)x(\d+)x(\d+)_")
+_FILE = re.compile(r'^\s*\.file\s+\d+\s+"([^"]*)"\s+"([^"]*)"', re.MULTILINE)
+_FRAME = re.compile(r"([^\s:@\[\]]*):\d+:\d+")
+_LABEL = re.compile(r"^(\.?\w+):")
 _PTX_INSTRUCTION = re.compile(r"^\s+(?:@!?%p\d+\s+)?([a-z][\w.]*)", re.MULTILINE)
 H200_SCHEDULERS = 132 * 4
 H200_CLOCK_GHZ = 1.98
 
 
 def _metadata_int(amdgcn: str, key: str) -> int:
-    found = re.search(rf"\.{key}:\s+(\d+)", amdgcn)
+    found = re.search(rf"\.{key}:?\s+(\d+)", amdgcn)
     return int(found.group(1)) if found else 0
 
 
+def _code(amdgcn: str) -> str:
+    return amdgcn.split(".end_amdgpu_metadata")[0].split("amdhsa.kernels")[0].split(".Lfunc_end")[0]
+
+
 def instruction_counts(amdgcn: str) -> dict:
-    code = amdgcn.split(".end_amdgpu_metadata")[0].split("amdhsa.kernels")[0]
-    code = code.split(".Lfunc_end")[0]
-    return dict(sorted(Counter(_MNEMONIC.findall(code)).items()))
+    return dict(sorted(Counter(_MNEMONIC.findall(_code(amdgcn))).items()))
 
 
 def waves_per_simd(vgprs: int, agprs: int, lds_bytes: int, num_warps: int) -> int:
@@ -71,46 +106,202 @@ def waves_per_simd(vgprs: int, agprs: int, lds_bytes: int, num_warps: int) -> in
     return min(MAX_WAVES_PER_SIMD, by_registers)
 
 
-def resource_row(shape, config, spec, hw_cvt: bool) -> dict:
+def occupancy(allocated_vgprs: int, lds_bytes: int, num_warps: int, waves_per_eu: int) -> int:
+    """Waves per SIMD the hardware can hold: the descriptor's register allocation (arch VGPRs
+    and AGPRs together), LDS, and waves_per_eu where it is set."""
+    by_resources = waves_per_simd(allocated_vgprs, 0, lds_bytes, num_warps)
+    return min(by_resources, waves_per_eu) if waves_per_eu else by_resources
+
+
+def _project_frame_resolver(amdgcn: str):
+    """basename -> its path, for the project's source files named by the .file directives;
+    None for Triton's own library files (the quantizer's calls of tl.max and the like)."""
+    library = Path(triton.__file__).resolve().parent
+    paths = {}
+    for folder, name in _FILE.findall(amdgcn):
+        paths.setdefault(name, set()).add(Path(folder, name).resolve())
+    resolved = {}
+    for name, found in paths.items():
+        outside = {p for p in found if library not in p.parents}
+        if outside and len(found) > 1:
+            raise ValueError(f"source file name {name} is ambiguous in the assembly: {sorted(found)}")
+        resolved[name] = next(iter(outside)) if outside else None
+    return resolved
+
+
+def annotated_instructions(amdgcn: str) -> tuple:
+    """([(mnemonic, source path of the innermost project frame or None)], {label: index},
+    [(index, target label)] of the branches), in the kernel's code order."""
+    code = _code(amdgcn)
+    project = _project_frame_resolver(amdgcn)
+    instructions, labels, branches = [], {}, []
+    source = None
+    for line in code.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(".loc"):
+            chain = _FRAME.findall(line.split(";", 1)[1]) if ";" in line else []
+            source = next((project[name] for name in chain if project.get(name)), None)
+            continue
+        label = _LABEL.match(line)
+        if label:
+            labels[label.group(1)] = len(instructions)
+            continue
+        mnemonic = _MNEMONIC.match(line)
+        if mnemonic:
+            name = mnemonic.group(1)
+            if name.startswith(("s_branch", "s_cbranch")):
+                branches.append((len(instructions), stripped.split()[-1]))
+            instructions.append((name, source))
+    return instructions, labels, branches
+
+
+def k_loop_body(instructions, labels, branches):
+    """The instructions of the innermost backward-branch region holding a scaled MFMA (the K
+    loop), or None where the kernel has no such loop."""
+    loops = []
+    for at, target in branches:
+        start = labels.get(target)
+        if start is not None and start <= at:
+            body = instructions[start:at + 1]
+            if any(_SCALED_MFMA.match(name) for name, _ in body):
+                loops.append(body)
+    return min(loops, key=len) if loops else None
+
+
+def per_k_tile(amdgcn: str, config, k: int) -> dict:
+    """Quantizer instructions per A element per lane, and MFMA replication, per K tile."""
+    instructions, labels, branches = annotated_instructions(amdgcn)
+    body = k_loop_body(instructions, labels, branches)
+    k_tiles = 1 if body is not None else formats.cdiv(config.splits_for(k)[1], config.block_k)
+    body = instructions if body is None else body
+    elements_per_lane = config.block_m * config.block_k / (WAVE * config.num_warps)
+    quantizer = sum(source == QUANTIZER_SOURCE for _, source in body)
+    mfma_work = 0
+    for name, _ in body:
+        size = _SCALED_MFMA.match(name)
+        if size:
+            mfma_work += int(size.group(1)) * int(size.group(2)) * int(size.group(3))
+    needed = config.block_m * config.block_n * config.block_k
+    return dict(k_loop=body is not instructions, k_tile_instructions=round(len(body) / k_tiles, 1),
+                quantizer_instructions_per_element=round(quantizer / k_tiles / elements_per_lane, 1),
+                mfma_replication=round(mfma_work * config.num_warps / k_tiles / needed, 2))
+
+
+def resource_row(shape, config, spec, hw_cvt: bool, asm_dir=None) -> dict:
     m, n, k = shape
-    compiled = compile_for(spec.kernel, spec.sample_args, spec.options, GFX950)
+    row = dict(shape=[m, n, k], kernel=spec.name, quantizer="hardware" if hw_cvt else "software",
+               config=dict(vars(config)), triton=triton.__version__)
+    try:
+        compiled = compile_for(spec.kernel, spec.sample_args, spec.options, GFX950)
+    except Exception as error:  # reported as this row's result: the release rejects the kernel
+        row["error"] = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
+        return row
     amdgcn = compiled.asm["amdgcn"]
     vgprs, agprs = _metadata_int(amdgcn, "vgpr_count"), _metadata_int(amdgcn, "agpr_count")
     lds = compiled.metadata.shared + _metadata_int(amdgcn, "group_segment_fixed_size")
     num_warps = spec.options["num_warps"]
     workgroups = spec.grid[0] * spec.grid[1] * spec.grid[2]
-    return dict(
-        shape=[m, n, k], kernel=spec.name, quantizer="hardware" if hw_cvt else "software",
-        config=dict(vars(config)),
+    allocated = _metadata_int(amdgcn, "amdhsa_next_free_vgpr")
+    row.update(
         vgprs=vgprs, agprs=agprs, sgprs=_metadata_int(amdgcn, "sgpr_count"),
         vgpr_spills=_metadata_int(amdgcn, "vgpr_spill_count"),
         sgpr_spills=_metadata_int(amdgcn, "sgpr_spill_count"),
         lds_bytes=lds, scratch_bytes=_metadata_int(amdgcn, "private_segment_fixed_size"),
         waves_per_simd=waves_per_simd(vgprs, agprs, lds, num_warps),
+        allocated_vgprs=allocated,
+        occupancy=occupancy(allocated, lds, num_warps, spec.options.get("waves_per_eu", 0)),
         workgroups=workgroups, cu_coverage=round(workgroups / CUS, 3),
         counts=instruction_counts(amdgcn))
+    if spec.name == "gemm":
+        row.update(per_k_tile(amdgcn, config, k))
+    if asm_dir is not None:
+        c = config
+        name = (f"{m}x{n}x{k}-{spec.name}-{row['quantizer']}-{c.block_m}x{c.block_n}x{c.block_k}"
+                f"-s{c.split_k}-w{c.num_warps}-st{c.num_stages}-wpe{c.waves_per_eu}"
+                f"-n{c.matrix_instr_nonkdim}{(c.cache_modifier or '').replace('.', '-')}.s")
+        path = Path(asm_dir) / name
+        path.write_text(amdgcn)
+        row["asm"] = str(path)
+    return row
 
 
-def report(arch: str, hw_cvt: bool) -> list:
+def report(arch: str, hw_cvt: bool, asm_dir=None) -> list:
     rows = []
     for (m, n, k), config in GEMM_CONFIGS[arch].items():
         for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", hw_cvt):
-            rows.append(resource_row((m, n, k), config, spec, hw_cvt))
+            rows.append(resource_row((m, n, k), config, spec, hw_cvt, asm_dir))
             print(f"compiled {m}x{n}x{k} {spec.name}", file=sys.stderr, flush=True)
     return rows
 
 
-def sweep(shapes, hw_cvt: bool) -> list:
+def sweep(shapes, hw_cvt: bool, asm_dir=None) -> list:
     from tools.tune import tile_candidates
     rows = []
     for m, n, k in shapes:
         candidates = tile_candidates("gfx950", m, n, k, CUS)
         for index, config in enumerate(candidates):
             spec = launch_specs(config, "hip", m, n, k, (k, 1), "meta", hw_cvt)[0]
-            rows.append(resource_row((m, n, k), config, spec, hw_cvt))
+            rows.append(resource_row((m, n, k), config, spec, hw_cvt, asm_dir))
             print(f"compiled {m}x{n}x{k} candidate {index + 1}/{len(candidates)}",
                   file=sys.stderr, flush=True)
     return rows
+
+
+def _source_commit(path: Path) -> str:
+    relative = str(path.relative_to(ROOT))
+    git = ["git", "-C", str(ROOT)]
+    found = subprocess.run(git + ["log", "-1", "--format=%h", "--", relative],
+                           capture_output=True, text=True)
+    commit = found.stdout.strip() or "unknown"
+    dirty = subprocess.run(git + ["diff", "--quiet", "HEAD", "--", relative]).returncode != 0
+    return commit + (" plus uncommitted changes" if dirty else "")
+
+
+def compare_tritons(versions: list) -> str:
+    """Compile the gfx950 table with each release and both quantizers: a markdown table."""
+    results = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for version in versions:
+            for quantizer in ("hardware", "software"):
+                out = Path(folder) / f"{version}-{quantizer}.json"
+                print(f"compiling the gfx950 table with Triton {version}, {quantizer} quantizer",
+                      file=sys.stderr, flush=True)
+                run_with_triton(version, ["tools.isa", "--arch", "gfx950", "--triton", version,
+                                          "--quantizer", quantizer, "--json", str(out)])
+                rows = json.loads(out.read_text()) if out.exists() else []
+                for row in rows:
+                    key = (tuple(row["shape"]), row["kernel"], quantizer)
+                    results.setdefault(key, {})[version] = row
+    lines = [f"gfx950 table compiled by each Triton release ({datetime.date.today()}, "
+             f"kernels/quantize.py at {_source_commit(QUANTIZER_SOURCE)}; "
+             f"`python -m tools.isa --compare-tritons {','.join(versions)}`). Each cell: VGPRs · "
+             f"occupancy (waves/SIMD) · spills · scratch bytes · {CVT} · scaled MFMAs; "
+             f"✗: the release does not compile it.", "",
+             "| shape | kernel | config | quantizer | " + " | ".join(versions) + " |",
+             "|---" * (4 + len(versions)) + "|"]
+    for (shape, kernel, quantizer), by_version in results.items():
+        config = next(iter(by_version.values()))["config"]
+        cells = [_compare_cell(by_version.get(version)) for version in versions]
+        lines.append(f"| {'x'.join(map(str, shape))} | {kernel} | {_config_text(config)} | "
+                     f"{quantizer} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _compare_cell(row) -> str:
+    if row is None:
+        return "✗ (no result)"
+    if "error" in row:
+        return f"✗ {row['error'][:80]}"
+    return (f"{row['vgprs']} · {row['occupancy']} · {row['vgpr_spills'] + row['sgpr_spills']} · "
+            f"{row['scratch_bytes']} · {row['counts'].get(CVT, 0)} · {_scaled_mfmas(row)}")
+
+
+def _scaled_mfmas(row) -> int:
+    return sum(v for name, v in row["counts"].items() if _SCALED_MFMA.match(name))
+
+
+def _config_text(c: dict) -> str:
+    return f"{c['block_m']}x{c['block_n']}x{c['block_k']}/{c['split_k']}/{c['num_warps']}"
 
 
 def ptx_instructions(ptx: str) -> Counter:
@@ -130,7 +321,8 @@ def sm90_row(shape, config) -> dict:
     programs = grids[False][0]
     k_tiles_per_program = formats.cdiv(config.splits_for(k)[1], config.block_k)
     warp_instructions = fused * config.num_warps * programs * k_tiles_per_program
-    return dict(shape=[m, n, k], config=dict(vars(config)), ptx_fused=fused,
+    return dict(shape=[m, n, k], config=dict(vars(config)), triton=triton.__version__,
+                ptx_fused=fused,
                 ptx_a_prequantized=prequantized,
                 quantizer_share=round(1 - prequantized / fused, 3),
                 mma=sum(v for name, v in counts[False].items() if "mma" in name),
@@ -153,43 +345,100 @@ def format_sm90_table(rows) -> str:
 
 def format_table(rows) -> str:
     header = (f"{'shape':<16} {'kernel':<7} {'cfg BMxBNxBK/S/w':<19} {'vgpr':>4} {'agpr':>4} "
-              f"{'sgpr':>4} {'lds':>6} {'scr':>3} {'w/simd':>6} {'WGs':>5} {'WG/CU':>5} "
-              f"{'cvt_fp4':>7} {'mfma_scale':>10}")
+              f"{'sgpr':>4} {'lds':>6} {'scr':>3} {'spill':>5} {'occ':>3} {'WGs':>5} {'WG/CU':>5} "
+              f"{'cvt_fp4':>7} {'mfma_scale':>10} {'q/elem':>6} {'mfma_x':>6}")
     lines = [header]
     for row in rows:
-        c = row["config"]
-        cfg = f"{c['block_m']}x{c['block_n']}x{c['block_k']}/{c['split_k']}/{c['num_warps']}"
-        mfma = (row["counts"].get("v_mfma_scale_f32_16x16x128_f8f6f4", 0)
-                + row["counts"].get("v_mfma_scale_f32_32x32x64_f8f6f4", 0))
+        head = f"{'x'.join(map(str, row['shape'])):<16} {row['kernel']:<7} {_config_text(row['config']):<19}"
+        if "error" in row:
+            lines.append(f"{head} does not compile: {row['error']}")
+            continue
+        gemm = row["kernel"] == "gemm"
         lines.append(
-            f"{'x'.join(map(str, row['shape'])):<16} {row['kernel']:<7} {cfg:<19} "
-            f"{row['vgprs']:>4} {row['agprs']:>4} {row['sgprs']:>4} {row['lds_bytes']:>6} "
-            f"{row['scratch_bytes']:>3} {row['waves_per_simd']:>6} {row['workgroups']:>5} "
-            f"{row['cu_coverage']:>5} {row['counts'].get('v_cvt_scalef32_pk_fp4_f32', 0):>7} "
-            f"{mfma:>10}")
+            f"{head} {row['vgprs']:>4} {row['agprs']:>4} {row['sgprs']:>4} {row['lds_bytes']:>6} "
+            f"{row['scratch_bytes']:>3} {row['vgpr_spills'] + row['sgpr_spills']:>5} "
+            f"{row['occupancy']:>3} {row['workgroups']:>5} {row['cu_coverage']:>5} "
+            f"{row['counts'].get(CVT, 0):>7} {_scaled_mfmas(row):>10} "
+            f"{row['quantizer_instructions_per_element'] if gemm else '':>6} "
+            f"{row['mfma_replication'] if gemm else '':>6}")
     return "\n".join(lines)
 
 
+_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def _shape(word: str) -> tuple:
+    parts = word.split(",")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected M,N,K (three positive integers), got {word!r}")
+    return tuple(int(p) for p in parts)
+
+
+def _version(word: str) -> str:
+    if not _VERSION.match(word):
+        raise argparse.ArgumentTypeError(f"expected a Triton release like 3.6.0, got {word!r}")
+    return word
+
+
+def _versions(word: str) -> list:
+    return [_version(v) for v in word.split(",")]
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(prog="python -m tools.isa",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--arch", choices=["gfx950", "sm_90"], default="gfx950")
-    parser.add_argument("--quantizer", choices=["hardware", "software"], default="hardware")
+    parser.add_argument("--quantizer", choices=["hardware", "software"], default="hardware",
+                        help="the gfx950 in-register quantizer (default hardware)")
     parser.add_argument("--json", help="write the rows as a JSON list to this file")
-    parser.add_argument("--sweep", nargs="+", metavar="M,N,K",
+    parser.add_argument("--asm-dir", metavar="DIR",
+                        help="write each gfx950 row's assembly into DIR (the row's \"asm\")")
+    parser.add_argument("--sweep", nargs="+", metavar="M,N,K", type=_shape,
                         help="report tools.tune's stage-1 candidates for these shapes instead")
+    parser.add_argument("--triton", default=RUNNER_TRITON, type=_version, metavar="VERSION",
+                        help=f"the Triton release that compiles (default {RUNNER_TRITON}, the "
+                             "runner's); installed into .triton/VERSION on first use")
+    parser.add_argument("--compare-tritons", type=_versions, metavar="V1,V2,...",
+                        help="compile the gfx950 table with each release and both quantizers "
+                             "and print a markdown table of them side by side")
+    parser.add_argument("--markdown", metavar="FILE",
+                        help="with --compare-tritons: also write the markdown table to FILE")
     args = parser.parse_args(argv)
+    if args.compare_tritons:
+        if args.arch != "gfx950" or args.sweep or args.json or args.asm_dir:
+            parser.error("--compare-tritons takes only --arch gfx950 and --markdown")
+        table = compare_tritons(args.compare_tritons)
+        print(table)
+        if args.markdown:
+            Path(args.markdown).write_text(table + "\n")
+        return 0
+    if args.markdown:
+        parser.error("--markdown goes with --compare-tritons")
+    if triton.__version__ != args.triton:
+        if os.environ.get(SIDE_TRITON_ENV) == args.triton:
+            print(f"tools.isa: the side install of Triton {args.triton} did not load "
+                  f"(this process has {triton.__version__} at {triton.__file__})", file=sys.stderr)
+            return 1
+        return run_with_triton(args.triton, ["tools.isa", *argv])
     hw_cvt = args.quantizer == "hardware"
     if args.arch == "sm_90":
         rows = [sm90_row(shape, config) for shape, config in GEMM_CONFIGS["sm_90"].items()]
         print(format_sm90_table(rows))
     else:
-        rows = (sweep([tuple(int(x) for x in word.split(",")) for word in args.sweep], hw_cvt)
-                if args.sweep else report(args.arch, hw_cvt))
+        if args.asm_dir:
+            os.makedirs(args.asm_dir, exist_ok=True)
+        rows = (sweep(args.sweep, hw_cvt, args.asm_dir) if args.sweep
+                else report(args.arch, hw_cvt, args.asm_dir))
         print(format_table(rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
-    return 0
+    failed = [row for row in rows if "error" in row]
+    for row in failed:
+        print(f"tools.isa: {'x'.join(map(str, row['shape']))} {row['kernel']} does not compile "
+              f"with Triton {row['triton']}: {row['error']}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
