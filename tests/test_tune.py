@@ -26,11 +26,16 @@ def test_tile_candidates_are_valid_and_distinct(arch, shape):
         assert config.splits_for(k)[0] == config.split_k     # no empty splits
         assert config.block_m == 16 or config.block_m <= m
         assert config.block_m * config.block_n * config.block_k <= tune.MAX_TILE_ELEMENTS
+        default_warps = 4
         if arch == "sm_90":
             assert config.block_n * config.block_k <= tune.MAX_WEIGHT_TILE
             big = 2 * config.block_n * config.block_k > tune.MAX_WEIGHT_TILE
-            assert config.num_warps == (8 if big else 4)
+            default_warps = 8 if big else 4
+        narrow = config.block_m * config.block_n <= 16 * 64   # 1 and 2 warps join
+        assert config.num_warps in ((1, 2, default_warps) if narrow else (default_warps,))
     assert any(c.split_k > 1 for c in candidates)
+    narrow_warps = {c.num_warps for c in candidates if (c.block_m, c.block_n) == (16, 32)}
+    assert {1, 2} <= narrow_warps
 
 
 def test_tile_candidates_put_two_waves_first():

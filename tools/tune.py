@@ -77,16 +77,20 @@ def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
                 if bm * bn * bk > MAX_TILE_ELEMENTS or (nvidia and bn * bk > MAX_WEIGHT_TILE):
                     continue
                 warps = 8 if nvidia and bn * bk > MAX_WEIGHT_TILE // 2 else 4
+                # Narrow tiles (16x32, 16x64, 32x32) give 4 waves too little output: on
+                # gfx950 each wave repeats the others' MFMAs (tools.isa mfma_replication).
+                warp_counts = (1, 2, warps) if bm * bn <= 16 * 64 else (warps,)
                 k_tiles = -(-k // bk)
                 for split in SPLIT_COUNTS:
                     if split > k_tiles:
                         continue
                     per_split = -(-k_tiles // split)
-                    config = GemmConfig(bm, bn, bk, split_k=split, num_warps=warps,
-                                        num_stages=2 if per_split > 1 else 1,
-                                        split_k_reduce=reduce_choices(arch, split)[-1])
-                    if config.splits_for(k)[0] == split:
-                        found[config_key(config)] = config
+                    for num_warps in warp_counts:
+                        config = GemmConfig(bm, bn, bk, split_k=split, num_warps=num_warps,
+                                            num_stages=2 if per_split > 1 else 1,
+                                            split_k_reduce=reduce_choices(arch, split)[-1])
+                        if config.splits_for(k)[0] == split:
+                            found[config_key(config)] = config
     # Two waves of programs hide memory latency best.
     return sorted(found.values(), key=lambda c: abs(math.log(_waves(c, m, n, k, processors) / 2)))
 
