@@ -14,13 +14,17 @@ import triton
 from kernels import formats
 from launchers.configs import config_for
 from submission import custom_kernel
-from tools.bundle import BundleError, build_bundle
+from tools.bundle import BundleError, build_bundle, check_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4, 96, 512), (1, 64, 4096)]    # single-pass, and split-K through the heuristic
 
 CHILD = """
-import sys, torch
+import sys
+sys.path.insert(0, sys.argv[2])
+from tools.evaluate import hide_project_modules
+hide_project_modules(sys.argv[2], ".")     # as on the runner, whatever the install
+import torch
 try:
     import kernels
     sys.exit("the project package is importable beside the bundle")
@@ -46,13 +50,29 @@ def test_header_and_checks(bundle):
     ast.parse(bundle)
 
 
-def test_imports_only_stdlib_torch_triton_task(bundle):
-    for node in ast.walk(ast.parse(bundle)):
+def test_imports_only_stdlib_torch_triton_task_and_aiter_in_a_try(bundle):
+    tree = ast.parse(bundle)
+    in_try = {id(n) for t in ast.walk(tree) if isinstance(t, ast.Try) and t.handlers
+              for statement in t.body for n in ast.walk(statement)}
+    for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
             for name in names:
                 root = name.split(".")[0]
-                assert root in {"torch", "triton", "task"} or root in sys.stdlib_module_names, name
+                if root == "aiter":
+                    assert id(node) in in_try, ast.unparse(node)
+                else:
+                    assert root in {"torch", "triton", "task"} or \
+                        root in sys.stdlib_module_names, name
+
+
+def test_optional_aiter_import_is_allowed_only_in_a_try():
+    guarded = "try:\n    import aiter\nexcept ImportError:\n    aiter = None\n"
+    check_bundle(guarded)
+    with pytest.raises(BundleError, match=r"bundle line 1 \(the header\): imports aiter outside"):
+        check_bundle("import aiter\n")
+    with pytest.raises(BundleError, match="imports numpy"):
+        check_bundle("try:\n    import numpy\nexcept ImportError:\n    pass\n")
 
 
 def test_two_builds_are_byte_identical(bundle):
@@ -72,12 +92,20 @@ def _tree_copy(tmp_path):
     return copy
 
 
-def test_forbidden_word_fails_the_build(tmp_path):
+def test_forbidden_word_fails_the_build_naming_module_and_line(tmp_path):
     copy = _tree_copy(tmp_path)
-    with open(copy / "kernels" / "formats.py", "a") as f:
+    formats_py = copy / "kernels" / "formats.py"
+    line = len(formats_py.read_text().splitlines()) + 2
+    with open(formats_py, "a") as f:
         f.write("\nNOTE = 'a " + "STR" + "EAM of bytes'\n")
-    with pytest.raises(BundleError, match="forbids"):
+    with pytest.raises(BundleError, match=rf"kernels/formats.py \(module kernels.formats\) "
+                                          rf"line {line}: contains the word the runner forbids"):
         build_bundle(copy)
+
+
+def test_forbidden_word_in_the_header_names_the_header():
+    with pytest.raises(BundleError, match=r"bundle line 2 \(the header\)"):
+        build_bundle(ROOT, gpu="my" + "str" + "eamer")
 
 
 def test_name_collision_fails_the_build(tmp_path):
@@ -106,7 +134,7 @@ def test_bundle_alone_gives_the_package_outputs(bundle, tmp_path):
         expected.append(custom_kernel(data))
     env = dict(os.environ, TRITON_INTERPRET="1")
     env.pop("PYTHONPATH", None)
-    subprocess.run([sys.executable, "-c", CHILD, str(len(SHAPES))], cwd=tmp_path, env=env,
+    subprocess.run([sys.executable, "-c", CHILD, str(len(SHAPES)), str(ROOT)], cwd=tmp_path, env=env,
                    check=True, capture_output=True, timeout=600)
     for i, want in enumerate(expected):
         assert torch.equal(torch.load(tmp_path / f"out{i}.pt"), want)
