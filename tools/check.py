@@ -4,7 +4,8 @@
 
 With a GPU, custom_kernel runs compiled (the bypass launchers when available); without one,
 through the Triton interpreter (slow: about a minute for the four test shapes). Prints one
-line per shape and seed, then the config and launcher used per shape; exits 1 on any failure.
+line per shape and seed, then the config and launcher used per shape. Exit codes: 0 all
+passed, 1 a check failed, 2 a usage error (one line on stderr).
 """
 
 import argparse
@@ -17,31 +18,21 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-SHAPE_SETS = ("tests", "benchmarks", "all")
-
-
-def parse_shapes(words):
-    from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
-    named = {"tests": TEST_SHAPES, "benchmarks": BENCHMARK_SHAPES, "all": TASK_SHAPES}
-    shapes = []
-    for word in words:
-        if word in named:
-            shapes.extend(named[word])
-            continue
-        try:
-            m, n, k = (int(x) for x in word.split(","))
-        except ValueError:
-            raise SystemExit(f"--shapes: expected one of {SHAPE_SETS} or M,N,K, got {word!r}")
-        shapes.append((m, n, k))
-    return shapes
-
+from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes, usage_error  # noqa: E402
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", nargs="+", default=["tests"])
+    parser = argparse.ArgumentParser(prog="python -m tools.check",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", default=["tests"], metavar="SHAPES",
+                        help=f"{SHAPES_HELP}; default tests")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per shape (default 1)")
     args = parser.parse_args(argv)
-    shapes = parse_shapes(args.shapes)
+    try:
+        shapes = parse_plain_shapes(args.shapes)
+        if args.seeds < 1:
+            raise UsageError(f"--seeds: expected at least 1, got {args.seeds}")
+    except UsageError as error:
+        return usage_error("tools.check", error)
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("no GPU: running through the Triton interpreter, which is slow", flush=True)

@@ -1,0 +1,25 @@
+"""tools.check: a run on a small shape, and usage errors in one line with exit code 2."""
+
+import pytest
+
+from tools import check
+
+
+def test_small_shape_passes(capsys):
+    assert check.main(["--shapes", "4,64,256", "--seeds", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "4    64   256 seed  1000: pass" in out and "seed  1013: pass" in out
+    assert "2 passed, 0 failed" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "0"], "tools.check: --seeds: expected at least 1, got 0"),
+    (["--shapes", "64,512,1000"], "tools.check: shape 64,512,1000: K must be a multiple of 64"),
+    (["--shapes", "8,250,512"], "tools.check: shape 8,250,512: N must be a multiple of 16"),
+    (["--shapes", "4,64,256,7"], "tools.check: --shapes: expected one of tests, benchmarks, all "
+                                 "or M,N,K; got '4,64,256,7'"),
+])
+def test_usage_errors_are_one_line_and_exit_2(argv, message, capsys):
+    assert check.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and err.count("\n") == 1
