@@ -1,37 +1,47 @@
-"""Every gfx950 config cross-compiles to a gfx950 code object (tools.isa, offline); the sm_90
-entries compile to PTX for the instruction report.
+"""Every gfx950 config cross-compiles to a gfx950 code object with the runner's Triton (3.6.0,
+tools.isa, offline); the sm_90 entries compile to PTX for the instruction report.
 
 Both quantizers: the software one, and the hardware one, whose code must hold
-v_cvt_scalef32_pk_fp4_f32. Every GEMM must use a scaled MFMA; no kernel may use scratch.
-Compiling needs real JIT functions, so tools.isa runs in a process without the interpreter.
+v_cvt_scalef32_pk_fp4_f32. Every GEMM must use a scaled MFMA; no kernel may use scratch or
+spill. Compiling needs real JIT functions, so tools.isa runs in a process without the
+interpreter; it installs Triton 3.6.0 into .triton/3.6.0 on first use (about a minute, once).
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from launchers.configs import GEMM_CONFIGS
+from launchers.configs import GEMM_CONFIGS, GemmConfig
 
 ROOT = Path(__file__).resolve().parents[1]
+RUNNER_TRITON = "3.6.0"
 SCALED_MFMA = ("v_mfma_scale_f32_16x16x128_f8f6f4", "v_mfma_scale_f32_32x32x64_f8f6f4")
+ENV = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+
+
+def _isa(*args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "tools.isa", *args], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module", params=["software", "hardware"])
 def isa_rows(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp("isa") / f"{request.param}.json"
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    subprocess.run([sys.executable, "-m", "tools.isa", "--arch", "gfx950", "--quantizer",
-                    request.param, "--json", str(out)], cwd=ROOT, env=env, check=True,
-                   capture_output=True, timeout=900)
+    folder = tmp_path_factory.mktemp("isa")
+    out = folder / f"{request.param}.json"
+    done = _isa("--arch", "gfx950", "--quantizer", request.param, "--json", str(out),
+                "--asm-dir", str(folder / "asm"))
+    assert done.returncode == 0, done.stderr[-2000:]
     return request.param, json.loads(out.read_text())
 
 
-def test_every_gfx950_config_is_compiled(isa_rows):
+def test_every_gfx950_config_is_compiled_by_the_runners_triton(isa_rows):
     _, rows = isa_rows
+    assert {row["triton"] for row in rows} == {RUNNER_TRITON}
     gemm_shapes = {tuple(r["shape"]) for r in rows if r["kernel"] == "gemm"}
     assert gemm_shapes == set(GEMM_CONFIGS["gfx950"])
     split_shapes = {s for s, c in GEMM_CONFIGS["gfx950"].items() if c.split_k > 1}
@@ -45,32 +55,136 @@ def test_no_scratch_and_no_spills(isa_rows):
         assert row["vgpr_spills"] == 0 and row["sgpr_spills"] == 0, row["shape"]
 
 
-def test_gemm_uses_the_scaled_mfma_and_the_chosen_quantizer(isa_rows):
+def test_gemm_uses_the_scaled_mfma_buffer_loads_and_the_chosen_quantizer(isa_rows):
     quantizer, rows = isa_rows
     for row in (r for r in rows if r["kernel"] == "gemm"):
         assert any(row["counts"].get(name, 0) for name in SCALED_MFMA), row["shape"]
         cvt = row["counts"].get("v_cvt_scalef32_pk_fp4_f32", 0)
         assert (cvt > 0) == (quantizer == "hardware"), row["shape"]
+        # tt.pointer_range=32, as the AMD JIT gives tensors: A and B come by buffer loads.
+        assert not any(name.startswith("global_load") for name in row["counts"]), row["shape"]
+        assert any(name.startswith("buffer_load") for name in row["counts"]), row["shape"]
 
 
-def test_report_has_the_documented_keys(isa_rows):
+def test_report_has_the_documented_keys_and_sane_figures(isa_rows):
     _, rows = isa_rows
     for row in rows:
-        assert {"shape", "kernel", "config", "vgprs", "lds_bytes", "scratch_bytes",
-                "waves_per_simd", "workgroups", "counts"} <= set(row)
+        assert {"shape", "kernel", "config", "triton", "vgprs", "lds_bytes", "scratch_bytes",
+                "waves_per_simd", "occupancy", "allocated_vgprs", "workgroups", "counts",
+                "asm"} <= set(row)
         assert 1 <= row["waves_per_simd"] <= 8 and row["workgroups"] >= 1
+        assert row["allocated_vgprs"] >= row["vgprs"]
+        assert 1 <= row["occupancy"] <= row["waves_per_simd"]
+        if row["config"]["waves_per_eu"] and row["kernel"] == "gemm":
+            assert row["occupancy"] <= row["config"]["waves_per_eu"]
+        # The real occupancy is LLVM's own figure for the code object.
+        llvm = re.search(r"; Occupancy: (\d+)", Path(row["asm"]).read_text())
+        assert llvm and int(llvm.group(1)) == row["occupancy"], row["asm"]
+    for row in (r for r in rows if r["kernel"] == "gemm"):
+        c = row["config"]
+        elements_per_lane = c["block_m"] * c["block_k"] / (64 * c["num_warps"])
+        # The quantizer is most, not all, of one K tile's instructions.
+        assert 0 < row["quantizer_instructions_per_element"] * elements_per_lane \
+            < row["k_tile_instructions"], row["shape"]
+        assert row["mfma_replication"] >= 1, row["shape"]
+        k_tiles = GemmConfig(**c).splits_for(row["shape"][2])[1] // c["block_k"]
+        assert row["k_loop"] == (k_tiles > 1), row["shape"]
+
+
+def test_sweep_has_narrow_tiles_with_fewer_warps_and_less_mfma_replication(tmp_path):
+    """4x2880x512, 16x32x512 tiles: 4 warps issue 4x the MFMAs they need, 2 warps 2x; with 1
+    warp Triton 3.6 gives up the scaled MFMA and multiplies in bf16 (once)."""
+    out = tmp_path / "sweep.json"
+    done = _isa("--sweep", "4,2880,512", "--quantizer", "software", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    narrow = {row["config"]["num_warps"]: row for row in rows
+              if (row["config"]["block_m"], row["config"]["block_n"], row["config"]["block_k"],
+                  row["config"]["split_k"]) == (16, 32, 512, 1)}
+    assert set(narrow) == {1, 2, 4}
+    assert [narrow[w]["mfma_replication"] for w in (1, 2, 4)] == [1.0, 2.0, 4.0]
+    assert all(narrow[w]["counts"].get(SCALED_MFMA[0]) == 8 for w in (2, 4))
+    assert not any(name.startswith("v_mfma_scale") for name in narrow[1]["counts"])
+    assert all(row["triton"] == RUNNER_TRITON for row in rows)
+
+
+SYNTHETIC_ASM = """\t.file\t1 "{kernels}" "preshuffle_gemm.py"
+\t.file\t2 "{library}" "standard.py"
+\t.file\t3 "{kernels}" "quantize.py"
+\t.loc\t1 80 0 prologue_end ; preshuffle_gemm.py:80:0
+\ts_load_dwordx4 s[0:3], s[0:1], 0x0
+.LBB0_1:
+\t.loc\t2 43 17 ; standard.py:43:17 @[ quantize.py:30:12 @[ preshuffle_gemm.py:124:63 ] ]
+\tv_max_f32_e32 v1, v1, v2
+\t.loc\t3 40 5 ; quantize.py:40:5 @[ preshuffle_gemm.py:124:63 ]
+\tv_cvt_scalef32_pk_fp4_f32 v3, v1, v2, v4
+\t.loc\t2 50 1 ; standard.py:50:1 @[ preshuffle_gemm.py:41:27 ]
+\tv_add_u32_e32 v5, v5, v6
+\t.loc\t1 125 10 ; preshuffle_gemm.py:125:10
+\tv_mfma_scale_f32_16x16x128_f8f6f4 a[0:3], v[0:7], v[8:15], a[0:3], v1, v2
+\ts_cbranch_scc1 .LBB0_1
+\t.loc\t1 0 0 is_stmt 0 ; :0:0
+\ts_endpgm
+.Lfunc_end0:
+"""
+
+ATTRIBUTE = """
+import json, sys
+from pathlib import Path
+import triton
+from launchers.configs import GemmConfig
+from tools import isa
+asm = Path(sys.argv[1]).read_text().format(kernels=isa.QUANTIZER_SOURCE.parent,
+                                           library=Path(triton.__file__).parent / "language")
+instructions, labels, branches = isa.annotated_instructions(asm)
+body = isa.k_loop_body(instructions, labels, branches)
+print(json.dumps(dict(
+    quantizer=[name for name, source in instructions if source == isa.QUANTIZER_SOURCE],
+    body=[name for name, _ in body],
+    per_tile=isa.per_k_tile(asm, GemmConfig(16, 32, 256, num_warps=4), 1024))))
+"""
+
+
+def test_quantizer_attribution_follows_the_innermost_project_frame(tmp_path):
+    """An instruction inlined from Triton's library counts for the project frame that called it:
+    the quantizer's when that is kernels/quantize.py, the GEMM's when it is the GEMM."""
+    asm = tmp_path / "synthetic.s"
+    asm.write_text(SYNTHETIC_ASM)
+    done = subprocess.run([sys.executable, "-c", ATTRIBUTE, str(asm)], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert found["quantizer"] == ["v_max_f32_e32", "v_cvt_scalef32_pk_fp4_f32"]
+    assert found["body"] == ["v_max_f32_e32", "v_cvt_scalef32_pk_fp4_f32", "v_add_u32_e32",
+                             "v_mfma_scale_f32_16x16x128_f8f6f4", "s_cbranch_scc1"]
+    per_tile = found["per_tile"]
+    assert per_tile["k_loop"] and per_tile["k_tile_instructions"] == 5
+    # 2 quantizer instructions over 16*256 / (64*4) = 16 A elements per lane.
+    assert per_tile["quantizer_instructions_per_element"] == round(2 / 16, 1)
+    # One 16x16x128 MFMA per wave, 4 waves, for a 16x32x256 tile: 4*32768 / 131072.
+    assert per_tile["mfma_replication"] == 1.0
 
 
 def test_sm90_report_counts_the_quantizer_and_the_mma(tmp_path):
     """tools.isa --arch sm_90: every sm_90 entry compiles to PTX with MMA instructions, and
     pre-quantizing A removes instructions (the in-register quantizer's share)."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     out = tmp_path / "sm90.json"
-    subprocess.run([sys.executable, "-m", "tools.isa", "--arch", "sm_90", "--json", str(out)],
-                   cwd=ROOT, env=env, check=True, capture_output=True, timeout=900)
+    done = _isa("--arch", "sm_90", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(out.read_text())
     assert {tuple(row["shape"]) for row in rows} == set(GEMM_CONFIGS["sm_90"])
     for row in rows:
+        assert row["triton"] == RUNNER_TRITON
         assert row["mma"] > 0 and row["ptx_fused"] > row["ptx_a_prequantized"] > 0, row["shape"]
         assert 0 < row["quantizer_share"] < 1
         assert row["est_warp_instructions"] >= row["ptx_fused"] * row["programs"]
+
+
+def test_usage_errors_exit_2_and_cross_compile_explains_itself():
+    done = _isa("--sweep", "4,2880", timeout=120)
+    assert done.returncode == 2 and "expected M,N,K" in done.stderr
+    done = _isa("--markdown", "x.md", timeout=120)
+    assert done.returncode == 2 and "--compare-tritons" in done.stderr
+    shown = subprocess.run([sys.executable, "-m", "tools.cross_compile", "--help"], cwd=ROOT,
+                           env=ENV, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "A library for tools.isa" in shown.stdout

@@ -34,8 +34,9 @@ kernel divided by the K tiles each program handles):
   Triton's own library, e.g. standard.py for tl.max) is kernels/quantize.py. The chain is the
   comment LLVM writes after each .loc directive ("f.py:L:C @[ caller.py:L:C @[ ... ] ]"); its
   file names are resolved through the .file directives.
-- "mfma_replication": the scaled-MFMA work the workgroup issues (static count x MFMA size x
-  waves) over the tile's BLOCK_M*BLOCK_N*BLOCK_K; 1 means no wave repeats another's products.
+- "mfma_replication": the MFMA work the workgroup issues (static count x MFMA M*N*K x waves,
+  scaled MFMAs or, where Triton lowers dot_scaled to them, bf16 ones) over the tile's
+  BLOCK_M*BLOCK_N*BLOCK_K; 1 means no wave repeats another's products.
 
 With --arch sm_90, per entry of the sm_90 table: the PTX instructions of the GEMM as
 configured and with A pre-quantized (the share of the in-register quantizer), the MMA
@@ -74,7 +75,8 @@ WAVE = 64
 CVT = "v_cvt_scalef32_pk_fp4_f32"
 QUANTIZER_SOURCE = ROOT / "kernels" / "quantize.py"
 _MNEMONIC = re.compile(r"^\s+([a-z][a-z0-9_]*)\b", re.MULTILINE)
-_SCALED_MFMA = re.compile(r"^v_mfma_scale_f32_(\d+)x(\d+)x(\d+)_")
+_SCALED_MFMA = re.compile(r"^v_mfma_scale_")
+_MFMA = re.compile(r"^v_mfma_(?:scale_)?[a-z0-9]+_(\d+)x(\d+)x(\d+)")
 _FILE = re.compile(r'^\s*\.file\s+\d+\s+"([^"]*)"\s+"([^"]*)"', re.MULTILINE)
 _FRAME = re.compile(r"([^\s:@\[\]]*):\d+:\d+")
 _LABEL = re.compile(r"^(\.?\w+):")
@@ -156,14 +158,14 @@ def annotated_instructions(amdgcn: str) -> tuple:
 
 
 def k_loop_body(instructions, labels, branches):
-    """The instructions of the innermost backward-branch region holding a scaled MFMA (the K
-    loop), or None where the kernel has no such loop."""
+    """The instructions of the innermost backward-branch region holding an MFMA (the K loop),
+    or None where the kernel has no such loop."""
     loops = []
     for at, target in branches:
         start = labels.get(target)
         if start is not None and start <= at:
             body = instructions[start:at + 1]
-            if any(_SCALED_MFMA.match(name) for name, _ in body):
+            if any(_MFMA.match(name) for name, _ in body):
                 loops.append(body)
     return min(loops, key=len) if loops else None
 
@@ -178,7 +180,7 @@ def per_k_tile(amdgcn: str, config, k: int) -> dict:
     quantizer = sum(source == QUANTIZER_SOURCE for _, source in body)
     mfma_work = 0
     for name, _ in body:
-        size = _SCALED_MFMA.match(name)
+        size = _MFMA.match(name)
         if size:
             mfma_work += int(size.group(1)) * int(size.group(2)) * int(size.group(3))
     needed = config.block_m * config.block_n * config.block_k
