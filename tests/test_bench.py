@@ -11,7 +11,7 @@ import pytest
 
 from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
 from tools import bench
-from tools.evaluate import UsageError
+from tools.cli import UsageError, parse_shapes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,23 +31,23 @@ def fake_row(m, n, k, fused, floor, bf16=2.0, direct=3.0, failures=None, config=
 # ----------------------------------------------------------------------------- shapes
 
 def test_default_shapes_are_the_benchmark_shapes():
-    specs = bench.parse_shape_list("bench")
+    specs = parse_shapes(bench._build_parser().parse_args([]).shapes)
     assert [(s["m"], s["n"], s["k"]) for s in specs] == list(BENCHMARK_SHAPES)
     assert [s["seed"] for s in specs] == [4242 + i for i in range(len(BENCHMARK_SHAPES))]
 
 
 def test_named_sets_and_explicit_shapes_mix():
-    specs = bench.parse_shape_list("tests, 4x64x256")
+    specs = parse_shapes(bench._build_parser().parse_args(["--shapes", "tests", "4,64,256"]).shapes)
     assert [(s["m"], s["n"], s["k"]) for s in specs] == list(TEST_SHAPES) + [(4, 64, 256)]
     assert specs[-1]["seed"] == 4242 + len(TEST_SHAPES)
-    assert len(bench.parse_shape_list("all")) == len(TASK_SHAPES)
+    assert len(parse_shapes(["all"])) == len(TASK_SHAPES)
 
 
-@pytest.mark.parametrize("text", ["4x64", "4,64,256", "4x64x100", "0x64x256", "benchx", "",
-                                  "4x64x256,"])
-def test_bad_shapes_are_refused(text):
+@pytest.mark.parametrize("word", ["4,64", "4x64x256", "4,64,100", "0,64,256", "bench", "",
+                                  "4,64,256,", "8,250,512"])
+def test_bad_shapes_are_refused(word):
     with pytest.raises(UsageError):
-        bench.parse_shape_list(text)
+        parse_shapes([word])
 
 
 # ----------------------------------------------------------------------------- floor math
@@ -129,7 +129,7 @@ def test_missing_host_direct_is_a_dash_in_its_column():
 def test_without_a_gpu_it_exits_2_with_a_message():
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="")
     env.pop("TRITON_INTERPRET", None)
-    result = subprocess.run([sys.executable, "-m", "tools.bench", "--shapes", "4x64x256"],
+    result = subprocess.run([sys.executable, "-m", "tools.bench", "--shapes", "4,64,256"],
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert "tools.bench: needs a GPU" in result.stderr
@@ -137,5 +137,5 @@ def test_without_a_gpu_it_exits_2_with_a_message():
 
 
 def test_bad_shapes_exit_2_before_looking_for_a_gpu(capsys):
-    assert bench.main(["--shapes", "4x64x100"]) == 2
+    assert bench.main(["--shapes", "4,64,100"]) == 2
     assert "K must be a multiple of 64" in capsys.readouterr().err

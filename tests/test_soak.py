@@ -30,5 +30,23 @@ def test_random_shapes_stay_in_the_issue_ranges():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the exit without a GPU")
 def test_main_without_a_gpu_exits_2(capsys):
-    assert soak.main(["--shapes", "1"]) == 2
+    assert soak.main(["--random-shapes", "1"]) == 2
     assert "needs a GPU" in capsys.readouterr().err
+
+
+def test_negative_counts_are_a_usage_error(capsys):
+    assert soak.main(["--calls", "-1"]) == 2
+    assert capsys.readouterr().err.startswith("tools.soak: --random-shapes, --calls and")
+
+
+def test_every_option_has_help(capsys):
+    with pytest.raises(SystemExit):
+        soak.main(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m tools.soak")
+    text = " ".join(out.split())
+    for option, help_start in (("--random-shapes COUNT", "how many random shapes"),
+                               ("--calls CALLS", "calls with fresh inputs"),
+                               ("--iterations ITERATIONS", "leaderboard-style calls"),
+                               ("--seed SEED", "seed of the random shapes")):
+        assert f"{option} {help_start}" in text

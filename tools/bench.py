@@ -1,6 +1,6 @@
 """GPU benchmark: the fused kernel beside the unfused path, the torch reference, bf16 and the floor.
 
-    python -m tools.bench [--shapes bench|tests|all|MxNxK,...] [--calls 100] [--clear-bytes N]
+    python -m tools.bench [--shapes benchmarks|tests|all|M,N,K ...] [--calls 100] [--clear-bytes N]
                           [--host-calls 200] [--json FILE] [--png FILE]
 
 Per shape (default: the 6 benchmark shapes; seed 4242 + the shape's index, as tools.evaluate),
@@ -28,7 +28,6 @@ error or no GPU.
 import argparse
 import dataclasses
 import json
-import re
 import sys
 import time
 from pathlib import Path
@@ -37,7 +36,8 @@ import torch
 import triton
 
 from tools import tune
-from tools.evaluate import UsageError, _num, geomean, parse_shapes
+from tools.cli import SHAPES_HELP, UsageError, parse_shapes, usage_error
+from tools.evaluate import _num, geomean
 from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
 
 COPY_BYTES = 1 << 30
@@ -55,27 +55,8 @@ LEGEND = ("mean µs per call in the runner's loop: (a) custom_kernel, (b) quanti
           "bytes at copy bandwidth; host: µs per call without synchronization (GEMM direct and "
           "standard launch, custom_kernel)")
 
-_SHAPE_WORD = re.compile(r"(\d+)x(\d+)x(\d+)")
-_SHAPE_SETS = {"bench": "benchmarks", "benchmarks": "benchmarks", "tests": "tests", "all": "all"}
-
 
 # ----------------------------------------------------------------------------- pure functions
-
-def parse_shape_list(text):
-    """"bench,tests,all,MxNxK,..." -> [{"m", "n", "k", "seed"}] (tools.evaluate's seeds)."""
-    words = []
-    for word in text.split(","):
-        word = word.strip()
-        match = _SHAPE_WORD.fullmatch(word)
-        if match:
-            words.append(",".join(match.groups()))
-        elif word in _SHAPE_SETS:
-            words.append(_SHAPE_SETS[word])
-        else:
-            raise UsageError(f"--shapes: expected bench, tests, all or MxNxK, comma-separated; "
-                             f"got {word!r}")
-    return parse_shapes(words)
-
 
 def gemm_bytes(m, n, k):
     """Bytes the GEMM must move: A bf16, B_shuffle (K/2 bytes a row), B's e8m0 scales, C bf16."""
@@ -323,8 +304,8 @@ def run(specs, args):
 def _build_parser():
     parser = argparse.ArgumentParser(prog="python -m tools.bench",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", default="bench",
-                        help="comma-separated: bench, tests, all or MxNxK (default bench)")
+    parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
+                        help=f"{SHAPES_HELP}; default benchmarks")
     parser.add_argument("--calls", type=int, default=DEFAULT_CALLS,
                         help=f"timed calls per variant and shape (default {DEFAULT_CALLS})")
     parser.add_argument("--clear-bytes", type=int, default=DEFAULT_CLEAR_BYTES,
@@ -340,7 +321,7 @@ def _build_parser():
 def main(argv=None):
     args = _build_parser().parse_args(argv)
     try:
-        specs = parse_shape_list(args.shapes)
+        specs = parse_shapes(args.shapes)
         if args.calls < 1 or args.host_calls < 1:
             raise UsageError("--calls and --host-calls must be at least 1")
         if args.clear_bytes < 4:
@@ -348,8 +329,7 @@ def main(argv=None):
         if args.png:
             require_matplotlib()
     except UsageError as error:
-        print(f"tools.bench: {error}", file=sys.stderr)
-        return 2
+        return usage_error("tools.bench", error)
     problem = gpu_problem()
     if problem:
         print(f"tools.bench: {problem}", file=sys.stderr)

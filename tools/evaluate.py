@@ -40,7 +40,7 @@ How the submission runs (this tool's reading of eval.py):
 - Statistics: n, mean, std (sample, n-1), err = std/sqrt(n), best, worst, all in µs.
 
 Output: one line per shape as it completes; for the timing modes a table (M N K, mean, best,
-worst, n, the aiter baseline from task.md where the shape has one, mean/baseline) ending in a
+worst, n, the aiter baseline (docs/task.md) where the shape has one, mean/baseline) ending in a
 geometric-mean row. --json writes the rows and the geomean; --plot a PNG bar chart (needs
 matplotlib). Without a GPU, `test` runs through the Triton interpreter (slow) and the other
 modes stop with exit code 2. Exit code 0 when every check passed, 1 when any failed, 2 for
@@ -68,7 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MODES = ("test", "benchmark", "leaderboard", "profile")
 TIMING_MODES = ("benchmark", "leaderboard")
 
-# aiter's times on the MI355X for the ranked shapes (task.md, from task.yml), in µs.
+# aiter's times on the MI355X for the ranked shapes (docs/task.md), in µs.
 AITER_BASELINES_US = {
     (4, 2880, 512): 8.198,
     (16, 2112, 7168): 20.873,
@@ -479,7 +479,10 @@ def run_child(mode, specs, submission, clear_bytes, max_wall_s, max_calls, env):
 def _build_parser():
     parser = argparse.ArgumentParser(prog="python -m tools.evaluate",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=MODES)
+    parser.add_argument("mode", choices=MODES,
+                        help="test: one checked call per shape; benchmark: timed calls on one "
+                             "input per shape; leaderboard: fresh inputs and a check for every "
+                             "timed call; profile: one call per shape under torch.profiler")
     parser.add_argument("--submission", default=str(ROOT / "submission.py"),
                         help="the file to run as submission.py (default: the project's)")
     group = parser.add_mutually_exclusive_group()

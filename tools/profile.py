@@ -114,13 +114,18 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == [CHILD_FLAG]:
         return run_child(argv[1:])
-    from tools.evaluate import parse_shapes
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", nargs="+", default=["benchmarks"])
+    from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes
+    parser = argparse.ArgumentParser(prog="python -m tools.profile",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
+                        help=f"{SHAPES_HELP}; default benchmarks")
     parser.add_argument("--ncu", default=None, help="ncu executable (default: from PATH)")
     parser.add_argument("--csv", default=None, help="also write ncu's raw CSV here")
     args = parser.parse_args(argv)
-    shapes = [(s["m"], s["n"], s["k"]) for s in parse_shapes(args.shapes)]
+    try:
+        shapes = parse_plain_shapes(args.shapes)
+    except UsageError as error:
+        parser.error(str(error))
     ncu = args.ncu or shutil.which("ncu")
     if ncu is None:
         print("tools.profile needs Nsight Compute (ncu); pass --ncu PATH", file=sys.stderr)

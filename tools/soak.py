@@ -1,8 +1,8 @@
 """GPU reliability runs: random shapes, memory over many calls, a leaderboard-style soak.
 
-    python -m tools.soak [--shapes 50] [--calls 10000] [--iterations 100] [--seed 0]
+    python -m tools.soak [--random-shapes 50] [--calls 10000] [--iterations 100] [--seed 0]
 
-1. `--shapes` random shapes (M up to 4096, N and K multiples of 64 up to 8192) through the
+1. `--random-shapes` random shapes (M up to 4096, N and K multiples of 64 up to 8192) through the
    heuristic configs, each checked against the reference.
 2. `--calls` calls with fresh inputs (a pool of 8 input sets regenerated every 8 calls), for
    a single-pass and a split-K benchmark shape; the bytes requested from torch's allocator
@@ -19,6 +19,8 @@ import sys
 import time
 
 import torch
+
+from tools.cli import usage_error
 
 
 def random_shapes(count, rng):
@@ -68,12 +70,23 @@ def memory_stays_flat(m, n, k, calls, custom_kernel, cached_launcher_count) -> b
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", type=int, default=50)
-    parser.add_argument("--calls", type=int, default=10000)
-    parser.add_argument("--iterations", type=int, default=100)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = argparse.ArgumentParser(prog="python -m tools.soak",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--random-shapes", type=int, default=50, metavar="COUNT",
+                        help="how many random shapes to check against the reference "
+                             "(M up to 4096, N and K multiples of 64 up to 8192; default 50)")
+    parser.add_argument("--calls", type=int, default=10000,
+                        help="calls with fresh inputs per memory test, on the first two "
+                             "benchmark shapes (default 10000)")
+    parser.add_argument("--iterations", type=int, default=100,
+                        help="leaderboard-style calls per benchmark shape, fresh inputs and "
+                             "a check each (default 100)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the random shapes and their inputs (default 0)")
     args = parser.parse_args(argv)
+    if min(args.random_shapes, args.calls, args.iterations) < 0:
+        return usage_error("tools.soak", "--random-shapes, --calls and --iterations must not "
+                                         "be negative")
     if not torch.cuda.is_available():
         print("tools.soak needs a GPU", file=sys.stderr)
         return 2
@@ -87,13 +100,13 @@ def main(argv=None):
     passed = failed = 0
     rng = random.Random(args.seed)
     start = time.time()
-    for i, (m, n, k) in enumerate(random_shapes(args.shapes, rng)):
+    for i, (m, n, k) in enumerate(random_shapes(args.random_shapes, rng)):
         data = reference.generate_input(m, n, k, seed=rng.randint(0, 2 ** 30))
         ok, message = reference.check_implementation(data, custom_kernel(data))
         passed, failed = passed + ok, failed + (not ok)
-        print(f"random shape {i + 1:>3}/{args.shapes} {m}x{n}x{k}: "
+        print(f"random shape {i + 1:>3}/{args.random_shapes} {m}x{n}x{k}: "
               f"{'pass' if ok else 'FAIL ' + message}", flush=True)
-    print(f"random shapes: {args.shapes} in {time.time() - start:.0f} s", flush=True)
+    print(f"random shapes: {args.random_shapes} in {time.time() - start:.0f} s", flush=True)
 
     for m, n, k in BENCHMARK_SHAPES[:2]:
         flat = memory_stays_flat(m, n, k, args.calls, custom_kernel, cached_launcher_count)

@@ -1,4 +1,4 @@
-"""The runner's timed call (task.md, "How the runner times a call"), for tools that time on a GPU.
+"""The runner's timed call (docs/runner.md), for tools that time on a GPU.
 
 `RunnerLoop(clear_bytes)` keeps one cache-clear buffer; `loop.time(fn, calls)` runs, per call:
 synchronize; overwrite the buffer (a kernel that evicts L2 and keeps the GPU busy, so host time
@@ -8,6 +8,7 @@ inside `fn` is hidden behind it, as behind the runner's 67 GB randn); record the
 """
 
 import statistics
+import sys
 import time
 
 import torch
@@ -50,3 +51,9 @@ def host_time_us(fn, calls: int) -> float:
 def summary(times: list) -> dict:
     return {"mean_us": statistics.fmean(times), "median_us": statistics.median(times),
             "min_us": min(times), "calls": len(times)}
+
+
+if __name__ == "__main__":
+    print(f"tools.timing is a library (the runner's timed loop, for tools.bench and tools.tune), "
+          f"not a command; nothing to run.\n{__doc__}", file=sys.stderr)
+    sys.exit(2)

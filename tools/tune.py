@@ -267,18 +267,30 @@ def write_winners(arch: str, winners: dict, path: Path = TABLE_PATH):
 
 
 def parse_args(argv):
-    from tools.evaluate import parse_shapes
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", nargs="+", default=["benchmarks"],
-                        help="benchmarks, tests, all, or M,N,K (several allowed)")
-    parser.add_argument("--budget-s", type=float, default=480.0, help="total wall time")
-    parser.add_argument("--calls", type=int, default=30, help="timed calls per candidate")
-    parser.add_argument("--clear-bytes", type=int, default=None)
-    parser.add_argument("--state", default="tune-state.json", help="results file (resumable)")
-    parser.add_argument("--workers", type=int, default=8, help="compile processes")
-    parser.add_argument("--write", action="store_true", help="write winners to the config data")
+    from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes
+    parser = argparse.ArgumentParser(prog="python -m tools.tune",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
+                        help=f"{SHAPES_HELP}; default benchmarks")
+    parser.add_argument("--budget-s", type=float, default=480.0,
+                        help="total wall time in seconds, shared by the shapes (default 480)")
+    parser.add_argument("--calls", type=int, default=30,
+                        help="timed calls per candidate (default 30)")
+    parser.add_argument("--clear-bytes", type=int, default=None,
+                        help="cache-clear buffer before each timed call "
+                             "(default: tools.timing's)")
+    parser.add_argument("--state", default="tune-state.json",
+                        help="results file; an interrupted run resumes from it "
+                             "(default tune-state.json)")
+    parser.add_argument("--workers", type=int, default=8,
+                        help="compile processes (default 8)")
+    parser.add_argument("--write", action="store_true",
+                        help="write the winners into launchers/config_table.py for this arch")
     args = parser.parse_args(argv)
-    args.shape_list = [(s["m"], s["n"], s["k"]) for s in parse_shapes(args.shapes)]
+    try:
+        args.shape_list = parse_plain_shapes(args.shapes)
+    except UsageError as error:
+        parser.error(str(error))
     return args
 
 
