@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import triton
 
 from kernels import formats
 from launchers.configs import config_for
