@@ -14,11 +14,17 @@ Outputs:
            by kernels.splitk_reduce (a second launch) or, with REDUCE_IN_GEMM, by the last
            program of each output tile to finish: each program bumps the tile's int32 counter
            in counters [tiles] (zero before the launch) and the one that sees SPLIT_K - 1
-           sums and resets it to zero for the next launch.
+           sums and resets it to zero for the next launch. With RELEASE_EVERY_WAVE (AMD)
+           every thread first releases its partial stores by an atomic on its own word of
+           release_slots int32 [grid * THREADS] (contents unused), see below.
 
 The product is `tl.dot_scaled` on E2M1 codes and E8M0 scales (the native scaled MFMA on
 gfx950; an emulation on NVIDIA), A quantized by kernels.quantize (HW_CVT: the gfx950
 instruction, else the software recipe).
+Options (constexpr, off by default): NUM_XCDS > 1 remaps program ids so that consecutive
+logical programs run on one XCD (the hardware deals workgroups to XCDs round-robin and each
+XCD has its own L2); STORE_MODIFIER is the cache modifier of the C and partials stores
+(e.g. ".wt").
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). No load leaves its tensor: rows past
 M or N wrap onto valid rows (their results are masked at the store), and a ragged last K tile
 (EVEN_K False) is masked, its B scales replaced by 1.0 so that padding garbage cannot reach
@@ -48,6 +54,19 @@ def _tile_coordinates(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 
 
 @triton.jit
+def _xcd_remapped(pid, programs, NUM_XCDS: tl.constexpr):
+    """Hardware program id -> logical id such that each XCD runs a contiguous run of logical ids
+    (aiter's remap_xcd): the hardware puts program p on XCD p % NUM_XCDS."""
+    per_xcd = tl.cdiv(programs, NUM_XCDS)
+    full_xcds = programs % NUM_XCDS
+    full_xcds = tl.where(full_xcds == 0, NUM_XCDS, full_xcds)
+    xcd = pid % NUM_XCDS
+    local = pid // NUM_XCDS
+    return tl.where(xcd < full_xcds, xcd * per_xcd + local,
+                    full_xcds * per_xcd + (xcd - full_xcds) * (per_xcd - 1) + local)
+
+
+@triton.jit
 def _unshuffle_weight_tile(b, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """[BN/16, (BK/2)*16] shuffled bytes -> [BN, BK/2], W[n, kb] (formats.shuffle_weight)."""
     b = b.reshape(BLOCK_N // 16, BLOCK_K // 64, 2, 16, 16).permute(0, 3, 1, 2, 4)
@@ -64,6 +83,7 @@ def _unshuffle_scale_tile(s, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 @triton.jit
 def preshuffle_gemm_kernel(
     a_ptr, a_scales_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr,
+    release_slots_ptr,
     M, N, K,
     stride_am, stride_ak, stride_asm,
     stride_bn, stride_bsn,
@@ -72,8 +92,12 @@ def preshuffle_gemm_kernel(
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, SPLIT_K_SIZE: tl.constexpr,
     REDUCE_IN_GEMM: tl.constexpr, EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr,
     HW_CVT: tl.constexpr, A_PREQUANTIZED: tl.constexpr,
+    NUM_XCDS: tl.constexpr, STORE_MODIFIER: tl.constexpr,
+    RELEASE_EVERY_WAVE: tl.constexpr, THREADS: tl.constexpr,
 ):
     pid = tl.program_id(0)
+    if NUM_XCDS > 1:
+        pid = _xcd_remapped(pid, tl.num_programs(0), NUM_XCDS)
     pid_k = pid % SPLIT_K
     pid_m, pid_n = _tile_coordinates(pid // SPLIT_K, M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
@@ -135,12 +159,24 @@ def preshuffle_gemm_kernel(
     mask_c = (rows_c[:, None] < M) & (cols_c[None, :] < N)
     c_ptrs = c_ptr + rows_c[:, None].to(tl.int64) * stride_cm + cols_c[None, :]
     if SPLIT_K == 1:
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_c)
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_c,
+                 cache_modifier=STORE_MODIFIER)
     else:
         p_offsets = rows_c[:, None].to(tl.int64) * stride_pm + cols_c[None, :]
-        tl.store(partials_ptr + pid_k * stride_ps + p_offsets, acc, mask=mask_c)
+        tl.store(partials_ptr + pid_k * stride_ps + p_offsets, acc, mask=mask_c,
+                 cache_modifier=STORE_MODIFIER)
         if REDUCE_IN_GEMM:
             tile = pid // SPLIT_K
+            if RELEASE_EVERY_WAVE:
+                # On AMD the counter's release below is one wave's: it waits for that wave's
+                # stores only, and the barrier waits for none. A release by every thread
+                # makes every wave wait for its stores and write them back to memory that
+                # all XCDs see before the barrier. (On NVIDIA the barrier plus one release
+                # fence is enough.) acq_rel, not release: on a buffer atomic Triton 3.6 emits
+                # the release's write-back and wait for acq_rel only.
+                threads = tl.arange(0, THREADS)
+                tl.atomic_add(release_slots_ptr + pid * THREADS + threads, 0, sem="acq_rel",
+                              scope="gpu")
             # Every thread's partial store comes before the release of the counter.
             tl.debug_barrier()
             arrived = tl.atomic_add(counters_ptr + tile, 1, sem="acq_rel", scope="gpu")
@@ -150,7 +186,8 @@ def preshuffle_gemm_kernel(
                 for s in tl.static_range(1, SPLIT_K):
                     total += tl.load(partials_ptr + s * stride_ps + p_offsets, mask=mask_c,
                                      other=0.0, cache_modifier=".cg")
-                tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask_c)
+                tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask_c,
+                         cache_modifier=STORE_MODIFIER)
                 tl.atomic_xchg(counters_ptr + tile, 0)
 
 
@@ -175,21 +212,24 @@ def gemm_grid(m: int, n: int, block_m: int, block_n: int, splits: int) -> tuple:
     return (splits * gemm_tiles(m, n, block_m, block_n), 1, 1)
 
 
-def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m, block_n,
-                   block_k, group_m, splits, split_size, reduce_in_gemm, cache_modifier,
-                   hw_cvt=False, a_scales=None):
+def gemm_arguments(a, b, b_scales, c, partials, counters, release_slots, m, n, k, *, block_m,
+                   block_n, block_k, group_m, splits, split_size, reduce_in_gemm, cache_modifier,
+                   hw_cvt=False, a_scales=None, num_xcds=1, store_modifier=None,
+                   release_every_wave=False, threads=1):
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
     a is bf16 [M, K], or with a_scales given the codes uint8 [M, K/2] of a quantized A. b and
     b_scales are the 2-D views of weight_view and scales_view; c is bf16 [M, N] with unit
     column stride. partials (fp32 [splits, M, N], contiguous) and counters (int32 [tiles],
-    zero) are read only when splits > 1 (counters only with reduce_in_gemm); pass c where
-    they are unused.
+    zero) are read only when splits > 1 (counters only with reduce_in_gemm); release_slots
+    (int32 [grid * threads]) only with reduce_in_gemm and release_every_wave, threads being
+    the program's thread count (a power of two); pass c where they are unused.
     """
     prequantized = a_scales is not None
     scales = a_scales if prequantized else a
-    return (a, scales, b, b_scales, c, partials, counters, m, n, k,
+    return (a, scales, b, b_scales, c, partials, counters, release_slots, m, n, k,
             a.stride(0), a.stride(1), scales.stride(0), b.stride(0), b_scales.stride(0),
             c.stride(0), m * n, n,
             block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
-            k % split_size == 0, cache_modifier, hw_cvt, prequantized)
+            k % split_size == 0, cache_modifier, hw_cvt, prequantized, num_xcds, store_modifier,
+            release_every_wave, threads)

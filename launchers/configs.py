@@ -35,6 +35,8 @@ class GemmConfig:
     matrix_instr_nonkdim: int = 16   # HIP only
     reduce_block_m: int = 16
     reduce_block_n: int = 64
+    num_xcds: int = 1                # > 1: remap programs so that neighbours share an XCD's L2
+    store_modifier: Optional[str] = None   # for the C and partials stores, e.g. ".wt"
 
     def __post_init__(self):
         problems = []
@@ -50,6 +52,10 @@ class GemmConfig:
             problems.append(f"split_k_reduce={self.split_k_reduce!r} is not 'kernel' or 'last_program'")
         if self.cache_modifier not in (None, ".cg", ".ca", ".cv"):
             problems.append(f"cache_modifier={self.cache_modifier!r} is not a load modifier")
+        if self.store_modifier not in (None, ".wb", ".cg", ".cs", ".wt"):
+            problems.append(f"store_modifier={self.store_modifier!r} is not a store modifier")
+        if self.num_xcds < 1:
+            problems.append(f"num_xcds={self.num_xcds} must be >= 1")
         if problems:
             raise ValueError("bad GemmConfig: " + "; ".join(problems))
 

@@ -25,7 +25,9 @@ from kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_k
 from launchers.bypass import KernelLaunch, aligned, backend_options
 from launchers.configs import GemmConfig
 
-GEMM_TENSOR_ARGS = 7    # gemm_arguments puts (a, a_scales, b, b_scales, c, partials, counters) first
+# gemm_arguments puts (a, a_scales, b, b_scales, c, partials, counters, release_slots) first
+GEMM_TENSOR_ARGS = 8
+WARP_SIZE = {"hip": 64}   # 32 elsewhere
 REDUCE_TENSOR_ARGS = 2  # reduce_arguments puts (partials, c) first
 
 
@@ -52,11 +54,29 @@ def tile_counters(config: GemmConfig, m: int, n: int, device):
     return torch.zeros(tiles if uses_counters else 1, dtype=torch.int32, device=device)
 
 
+def release_plan(config: GemmConfig, backend: str, every_wave=None) -> tuple:
+    """(whether each thread releases its split-K partials before the counter, threads per
+    program); every_wave None means on AMD, where one wave's release does not cover the others'."""
+    every_wave = backend == "hip" if every_wave is None else every_wave
+    return every_wave, WARP_SIZE.get(backend, 32) * config.num_warps
+
+
+def release_slots(config: GemmConfig, m: int, n: int, k: int, threads: int, every_wave: bool,
+                  device):
+    """The int32 words that split_k_reduce "last_program" releases per thread (AMD), else one."""
+    splits, _ = config.splits_for(k)
+    used = every_wave and splits > 1 and config.split_k_reduce == "last_program"
+    programs = gemm_grid(m, n, config.block_m, config.block_n, splits)[0]
+    return torch.zeros(programs * threads if used else 1, dtype=torch.int32, device=device)
+
+
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
-                 device, hw_cvt: bool = False, counters=None,
-                 a_prequantized: bool = False) -> list:
+                 device, hw_cvt: bool = False, counters=None, a_prequantized: bool = False,
+                 release_every_wave=None, slots=None) -> list:
+    """release_every_wave: see release_plan."""
     splits, split_size = config.splits_for(k)
     reduce_in_gemm = splits > 1 and config.split_k_reduce == "last_program"
+    release_every_wave, threads = release_plan(config, backend, release_every_wave)
     a_scales = None
     if a_prequantized:
         a = torch.empty((m, k // 2), dtype=torch.uint8, device=device)
@@ -69,12 +89,16 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
     partials = _partials(m, n, splits, device) if splits > 1 else c
     if counters is None:
         counters = tile_counters(config, m, n, device)
+    if slots is None:
+        slots = release_slots(config, m, n, k, threads, release_every_wave, device)
     gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, partials, counters,
-                               m, n, k, block_m=config.block_m, block_n=config.block_n,
+                               slots, m, n, k, block_m=config.block_m, block_n=config.block_n,
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
                                split_size=split_size, reduce_in_gemm=reduce_in_gemm,
                                cache_modifier=config.cache_modifier, hw_cvt=hw_cvt,
-                               a_scales=a_scales)
+                               a_scales=a_scales, num_xcds=config.num_xcds,
+                               store_modifier=config.store_modifier,
+                               release_every_wave=release_every_wave, threads=threads)
     specs = [LaunchSpec("gemm", preshuffle_gemm_kernel,
                         gemm_grid(m, n, config.block_m, config.block_n, splits),
                         backend_options(backend, num_warps=config.num_warps,
@@ -97,14 +121,16 @@ class GemmLauncher:
 
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
                  a_strides: tuple, device, hw_cvt: bool = False, a_prequantized: bool = False,
-                 allow_direct: bool = True):
+                 allow_direct: bool = True, release_every_wave=None):
         self.config = config
         self.hw_cvt = hw_cvt
         self.m, self.n, self.device = m, n, device
         self.splits, _ = config.splits_for(k)
         self.counters = tile_counters(config, m, n, device)
+        release_every_wave, threads = release_plan(config, backend, release_every_wave)
+        self.release_slots = release_slots(config, m, n, k, threads, release_every_wave, device)
         specs = launch_specs(config, backend, m, n, k, a_strides, device, hw_cvt, self.counters,
-                             a_prequantized)
+                             a_prequantized, release_every_wave, self.release_slots)
         gemm_spec = specs[0]
         self.gemm = KernelLaunch(*gemm_spec[1:], allow_direct=allow_direct)
         self._gemm_constants = gemm_spec.sample_args[GEMM_TENSOR_ARGS:]
@@ -127,7 +153,7 @@ class GemmLauncher:
         out = _output(self.m, self.n, self.device)
         partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
         gemm_args = ((a, a if a_scales is None else a_scales, b, b_scales, out, partials,
-                      self.counters) + self._gemm_constants)
+                      self.counters, self.release_slots) + self._gemm_constants)
         direct = direct and aligned(a, b, b_scales)
         (self.gemm if direct else self.gemm.standard)(*gemm_args)
         if self.reduce is not None:
