@@ -7,7 +7,8 @@ strided (a slice); bad inputs raise TypeError or ValueError (launchers.inputs).
 
 import torch
 
-from launchers import interpreting, launcher_for, prewarm
+from launchers import interpreting, launcher_for, prewarm, tune_launchers
+from launchers.tuner import tuning_enabled
 from launchers.inputs import problem_of
 from task import input_t, output_t
 
@@ -21,3 +22,5 @@ def custom_kernel(data: input_t) -> output_t:
 
 if torch.cuda.is_available() and not interpreting():
     prewarm()
+    if tuning_enabled():
+        tune_launchers()

@@ -4,7 +4,8 @@
 proven on first use (launchers.ladder: the table's config with the best quantizer whose
 proof passes, or the next rung down) and kept in a bounded LRU cache keyed by (target,
 device, M, N, K, A strides). `prewarm(shapes)` builds and proves the launchers of the given
-shapes, so that the first timed call compiles and loads nothing.
+shapes, so that the first timed call compiles and loads nothing; `tune_launchers(shapes)`
+then lets the device choose among proven candidates by timing them (launchers.tuner).
 """
 
 import functools
@@ -14,7 +15,8 @@ from collections import OrderedDict
 import torch
 import triton
 
-from launchers.configs import TASK_SHAPES
+from launchers import tuner
+from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES
 from launchers.ladder import proven_launcher
 
 LAUNCHER_CACHE_CAPACITY = 64
@@ -63,11 +65,24 @@ def cached_launcher_count() -> int:
     return len(_launchers)
 
 
+def _gpu(device) -> torch.device:
+    device = torch.device(device)
+    return torch.device(device.type, torch.cuda.current_device()) if device.index is None else device
+
+
 def prewarm(shapes=TASK_SHAPES, device="cuda"):
     """Build and prove (compile, load, run) every launcher that `shapes` use."""
-    device = torch.device(device)
-    if device.index is None:
-        device = torch.device(device.type, torch.cuda.current_device())
+    device = _gpu(device)
     for m, n, k in shapes:
         _launcher(device, m, n, k, (k, 1))
     torch.cuda.synchronize()
+
+
+def tune_launchers(shapes=BENCHMARK_SHAPES, device="cuda"):
+    """Time the proven candidates of `shapes` and keep the fastest (launchers.tuner)."""
+    device = _gpu(device)
+    backend, arch = current_target(device)
+    winners = tuner.tune(shapes, lambda shape: _launcher(device, *shape, (shape[2], 1)), device,
+                         arch, backend)
+    for (m, n, k), launcher in winners.items():
+        _launchers[(arch, str(device), m, n, k, (k, 1))] = launcher

@@ -108,7 +108,7 @@ def _one_line(error: BaseException) -> str:
     return text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."
 
 
-def _proven(rung: Rung, m, n, k, a_strides, device):
+def prove_rung(rung: Rung, m, n, k, a_strides, device):
     """The rung's launcher once proven; raises whatever building or proving it raised."""
     launcher = rung.build()
     prove(launcher, proof_cases(m, n, k, a_strides, device), getattr(launcher, "is_direct", False))
@@ -126,7 +126,7 @@ def proven_launcher(arch, backend, m, n, k, a_strides, device, rungs=None):
     failures = []
     for index, rung in enumerate(rungs):
         try:
-            launcher = _proven(rung, m, n, k, a_strides, device)
+            launcher = prove_rung(rung, m, n, k, a_strides, device)
         except Exception as error:   # a compiler error, a launch error or a ProofFailure
             failures.append(f"{rung.name}: {_one_line(error)}")
             following = rungs[index + 1].name if index + 1 < len(rungs) else "no rung left"

@@ -1,0 +1,84 @@
+"""Import-time tuning candidates, as data: {arch: {(M, N, K): [GemmConfig fields, ...]}}.
+
+For each benchmark shape, at most 7 alternatives to the table's entry (launchers.config_table),
+which the tuner times first; fields left out take GemmConfig's defaults. Each is proven before
+it is timed (launchers.tuner). gfx950: the single-launch split-K (last_program, release-ordered
+there) beside the two-launch split and unsplit tiles, narrow tiles with 1 or 2 warps, the XCD
+remap and .wt stores (the options winning MI355X entries used); sm_90: the neighbours of the
+tools.tune winners.
+"""
+
+_K512 = {'block_m': 16, 'block_n': 32, 'block_k': 512}
+
+CANDIDATES = {
+    'gfx950': {
+        (4, 2880, 512): [
+            dict(_K512, num_xcds=8), dict(_K512, store_modifier='.wt'),
+            dict(_K512, num_warps=2), dict(_K512, num_warps=1),
+            dict(_K512, split_k=2, block_k=256, split_k_reduce='last_program'),
+            {'block_m': 16, 'block_n': 64, 'block_k': 512},
+        ],
+        (16, 2112, 7168): [
+            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},
+            {'block_m': 16, 'block_n': 64, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},
+            {'block_m': 16, 'block_n': 32, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg', 'waves_per_eu': 4},
+            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 7, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},
+            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg', 'num_xcds': 8},
+            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg', 'store_modifier': '.wt'},
+        ],
+        (32, 4096, 512): [
+            dict(_K512, num_xcds=8), dict(_K512, store_modifier='.wt'), dict(_K512, num_warps=2),
+            {'block_m': 32, 'block_n': 64, 'block_k': 512},
+            {'block_m': 16, 'block_n': 64, 'block_k': 512},
+            {'block_m': 32, 'block_n': 32, 'block_k': 512},
+        ],
+        (32, 2880, 512): [
+            dict(_K512, num_xcds=8), dict(_K512, store_modifier='.wt'), dict(_K512, num_warps=2),
+            {'block_m': 32, 'block_n': 64, 'block_k': 512},
+            {'block_m': 16, 'block_n': 64, 'block_k': 512},
+            {'block_m': 32, 'block_n': 32, 'block_k': 512},
+        ],
+        (64, 7168, 2048): [
+            {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg', 'num_xcds': 8},
+            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'cache_modifier': '.cg'},
+            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 2, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},
+            {'block_m': 32, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
+            {'block_m': 64, 'block_n': 128, 'block_k': 256, 'split_k': 2, 'split_k_reduce': 'last_program', 'num_stages': 2, 'cache_modifier': '.cg'},
+            {'block_m': 16, 'block_n': 64, 'block_k': 512, 'cache_modifier': '.cg'},
+        ],
+        (256, 3072, 1536): [
+            {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg', 'num_xcds': 8},
+            {'block_m': 32, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
+            {'block_m': 64, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
+            {'block_m': 128, 'block_n': 32, 'block_k': 512, 'num_stages': 2},
+            {'block_m': 32, 'block_n': 64, 'block_k': 512, 'cache_modifier': '.cg'},
+            {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg', 'store_modifier': '.wt'},
+        ],
+    },
+    'sm_90': {
+        (4, 2880, 512): [
+            {'block_m': 16, 'block_n': 32, 'block_k': 512, 'num_warps': 4, 'cache_modifier': '.cg'},
+            {'block_m': 16, 'block_n': 64, 'block_k': 512, 'num_warps': 8},
+        ],
+        (16, 2112, 7168): [
+            {'block_m': 16, 'block_n': 128, 'block_k': 256, 'split_k': 7, 'num_warps': 8, 'num_stages': 3},
+            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'num_warps': 8},
+        ],
+        (32, 4096, 512): [
+            {'block_m': 16, 'block_n': 64, 'block_k': 512, 'num_warps': 8, 'cache_modifier': '.cg'},
+            {'block_m': 32, 'block_n': 64, 'block_k': 512, 'num_warps': 8},
+        ],
+        (32, 2880, 512): [
+            {'block_m': 16, 'block_n': 64, 'block_k': 512, 'num_warps': 8},
+            {'block_m': 16, 'block_n': 32, 'block_k': 512, 'num_warps': 8, 'cache_modifier': '.cg'},
+        ],
+        (64, 7168, 2048): [
+            {'block_m': 64, 'block_n': 128, 'block_k': 256, 'split_k': 2, 'num_warps': 8, 'num_stages': 3, 'cache_modifier': '.cg'},
+            {'block_m': 64, 'block_n': 128, 'block_k': 256, 'num_warps': 8, 'num_stages': 3, 'cache_modifier': '.cg'},
+        ],
+        (256, 3072, 1536): [
+            {'block_m': 64, 'block_n': 128, 'block_k': 256, 'num_warps': 8, 'num_stages': 2, 'cache_modifier': '.cg'},
+            {'block_m': 64, 'block_n': 64, 'block_k': 256, 'num_warps': 8, 'num_stages': 3},
+        ],
+    },
+}

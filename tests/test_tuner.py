@@ -1,0 +1,155 @@
+"""The import-time tuner's decisions, on the CPU with fake launchers, timers and clocks
+(no timing is measured or asserted here)."""
+
+import ast
+
+import pytest
+
+from launchers import candidates, ladder, tuner
+from launchers.configs import BENCHMARK_SHAPES, GemmConfig, config_for
+
+SHAPE = (4, 2880, 512)
+CONFIGS = [GemmConfig(16, 32, 512), GemmConfig(16, 64, 512), GemmConfig(16, 32, 256, split_k=2)]
+
+
+def steady(mean, spread=0.1, calls=20):
+    return [mean + spread * ((-1) ** i) for i in range(calls)]
+
+
+def row(config, times):
+    return tuner.Timed(config, times)
+
+
+def test_select_keeps_the_table_when_it_is_fastest():
+    assert tuner.select([row(CONFIGS[0], steady(9.0)), row(CONFIGS[1], steady(9.5))]) == 0
+
+
+def test_select_takes_the_fastest_candidate_beyond_the_noise():
+    rows = [row(CONFIGS[0], steady(9.0)), row(CONFIGS[1], steady(8.0)), row(CONFIGS[2], steady(7.0))]
+    assert tuner.select(rows) == 2
+
+
+def test_a_gain_within_the_noise_does_not_replace_the_table():
+    table, candidate = steady(9.0, spread=2.0), steady(8.9, spread=2.0)
+    assert 9.0 - 8.9 < tuner.noise_us(table, candidate)
+    assert tuner.select([row(CONFIGS[0], table), row(CONFIGS[1], candidate)]) == 0
+
+
+def test_noise_is_twice_the_standard_error_of_the_difference():
+    a = [1.0, 3.0] * 10           # variance 20/19
+    b = [2.0] * 20                # variance 0
+    assert tuner.noise_us(a, b) == pytest.approx(2 * (20 / 19 / 20) ** 0.5)
+
+
+def test_untimed_candidates_never_win():
+    rows = [row(CONFIGS[0], steady(9.0)), tuner.Timed(CONFIGS[1], None, "failed")]
+    assert tuner.select(rows) == 0
+
+
+class FakeClock:
+    def __init__(self, step):
+        self.now, self.step = 0.0, step
+
+    def __call__(self):
+        self.now += self.step
+        return self.now
+
+
+def fake_timer(means):
+    """time_calls giving each launcher (a config) the mean listed for it."""
+    def time_calls(launchers):
+        return [steady(means[launcher]) for launcher in launchers]
+    return time_calls
+
+
+def test_a_failing_or_wrong_candidate_is_never_timed_and_never_wins():
+    wrong = CONFIGS[2]
+
+    def build(config):
+        if config == CONFIGS[1]:
+            raise RuntimeError("compiler error")
+        if config == wrong:
+            rung = ladder.Rung("software quantizer", lambda: WrongLauncher())
+            return ladder.prove_rung(rung, 4, 64, 512, (512, 1), "cpu")
+        return config
+
+    means = {CONFIGS[0]: 9.0, CONFIGS[1]: 1.0, wrong: 1.0}
+    result, winner = tuner.tune_shape(SHAPE, CONFIGS, build, fake_timer(means), FakeClock(0),
+                                      deadline=1.0)
+    assert result.winner == 0 and winner == CONFIGS[0]
+    assert result.rows[1].times is None and "compiler error" in result.rows[1].reason
+    assert result.rows[2].times is None and "ProofFailure" in result.rows[2].reason
+
+
+class WrongLauncher:
+    is_direct = False
+
+    def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
+        import torch
+        return torch.zeros((a.shape[0], b_shuffle.shape[0]), dtype=torch.bfloat16)
+
+
+def test_the_budget_stops_building_and_timing():
+    built = []
+
+    def build(config):
+        built.append(config)
+        return config
+
+    timed = []
+
+    def time_calls(launchers):
+        timed.append(launchers)
+        return [steady(1.0) for _ in launchers]
+
+    # The clock reads 1, 2, 3, ...: with a deadline of 2.5 two configs are built, no timing.
+    result, winner = tuner.tune_shape(SHAPE, CONFIGS, build, time_calls, FakeClock(1.0),
+                                      deadline=2.5)
+    assert built == CONFIGS[:2] and timed == []
+    assert result.rows[2].reason == "budget spent" and result.winner == 0
+
+
+def test_the_winner_is_timed_against_the_table():
+    means = {CONFIGS[0]: 9.0, CONFIGS[1]: 7.0, CONFIGS[2]: 8.0}
+    result, winner = tuner.tune_shape(SHAPE, CONFIGS, lambda c: c, fake_timer(means),
+                                      FakeClock(0), deadline=1.0)
+    assert result.winner == 1 and winner == CONFIGS[1]
+
+
+def test_the_printed_block_reads_back_as_a_table_entry():
+    means = {CONFIGS[0]: 9.0, CONFIGS[1]: 9.5, CONFIGS[2]: 7.0}
+    result, _ = tuner.tune_shape(SHAPE, CONFIGS, lambda c: c, fake_timer(means), FakeClock(0),
+                                 deadline=1.0)
+    block = tuner.report([result], "gfx950")
+    pins = [line.split("pin: ", 1)[1] for line in block.splitlines() if "pin: " in line]
+    assert len(pins) == 1
+    entry = ast.literal_eval("{" + pins[0].rstrip(",") + "}")
+    (shape, fields), = entry.items()
+    assert shape == SHAPE and "import-time tuner" in fields.pop("note")
+    assert GemmConfig(**fields) == CONFIGS[2]
+    rows = [line for line in block.splitlines() if line.startswith("  4x2880x512 ")]
+    assert len(rows) == 3 and all(line.count(" µs") == 1 for line in rows)
+    assert rows[2].startswith("  4x2880x512 * cand 2")
+
+
+def test_opt_out_and_budget_variables(monkeypatch):
+    monkeypatch.delenv("MXFP4_MM_TUNE", raising=False)
+    monkeypatch.delenv("MXFP4_MM_TUNE_S", raising=False)
+    assert tuner.tuning_enabled() and tuner.budget_s() == tuner.DEFAULT_BUDGET_S
+    monkeypatch.setenv("MXFP4_MM_TUNE", "0")
+    assert not tuner.tuning_enabled()
+    monkeypatch.setenv("MXFP4_MM_TUNE_S", "12.5")
+    assert tuner.budget_s() == 12.5
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv("MXFP4_MM_TUNE_S", bad)
+        with pytest.raises(ValueError, match="MXFP4_MM_TUNE_S"):
+            tuner.budget_s()
+
+
+@pytest.mark.parametrize("arch", sorted(candidates.CANDIDATES))
+@pytest.mark.parametrize("shape", BENCHMARK_SHAPES)
+def test_candidate_lists_start_with_the_table_entry_and_hold_at_most_eight(arch, shape):
+    configs = tuner.candidate_configs(arch, shape)
+    assert configs[0] == config_for(arch, *shape)
+    assert 2 <= len(configs) <= 8 and len(set(configs)) == len(configs)
+    assert len(candidates.CANDIDATES[arch][shape]) <= 7
