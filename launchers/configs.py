@@ -59,6 +59,18 @@ class GemmConfig:
         if problems:
             raise ValueError("bad GemmConfig: " + "; ".join(problems))
 
+    @property
+    def label(self) -> str:
+        """Short form, e.g. "16x128x512 sk14/lp w4 s1 .cg" (lp/rk: who reduces the splits)."""
+        text = f"{self.block_m}x{self.block_n}x{self.block_k} sk{self.split_k}"
+        if self.split_k > 1:
+            text += "/lp" if self.split_k_reduce == "last_program" else "/rk"
+        text += f" w{self.num_warps} s{self.num_stages}"
+        options = (self.cache_modifier, self.waves_per_eu and f"wpe{self.waves_per_eu}",
+                   self.num_xcds > 1 and f"xcd{self.num_xcds}",
+                   self.store_modifier and f"store{self.store_modifier}")
+        return " ".join([text] + [option for option in options if option])
+
     def splits_for(self, k: int) -> tuple:
         """(number of splits actually launched, K elements per split) for this K."""
         size = formats.pad_to(formats.cdiv(k, self.split_k), self.block_k)

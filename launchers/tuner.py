@@ -118,7 +118,7 @@ def report(results: list, arch: str) -> str:
         for index, row in enumerate(result.rows):
             mark = "*" if index == result.winner else " "
             origin = "table" if index == 0 else f"cand {index}"
-            lines.append(f"  {m}x{n}x{k} {mark} {origin:<7} {_mean_text(row)}  {row.config}")
+            lines.append(f"  {m}x{n}x{k} {mark} {origin:<7} {_mean_text(row)}  {row.config.label}")
         chosen = result.rows[result.winner]
         table = result.rows[0]
         note = (f"import-time tuner on {arch}: {statistics.fmean(chosen.times):.2f} µs against "
