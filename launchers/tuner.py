@@ -28,6 +28,7 @@ from launchers.configs import GemmConfig, config_for
 from launchers.gemm import GemmLauncher
 from launchers.ladder import Rung, prove_rung
 from launchers.proof import proof_cases
+from launchers.timing import RunnerLoop
 
 TUNE_VARIABLE = "MXFP4_MM_TUNE"
 BUDGET_VARIABLE = "MXFP4_MM_TUNE_S"
@@ -155,7 +156,6 @@ def tune(shapes, served_launcher, device, arch, backend, clock=time.monotonic) -
 
     served_launcher(shape) -> the launcher the ladder chose for the table's entry at A
     strides (K, 1); only shapes it served with a quantizer rung are tuned."""
-    from launchers.timing import RunnerLoop
     deadline = clock() + budget_s()
     results, replacements = [], {}
     loop = None
