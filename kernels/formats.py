@@ -120,51 +120,43 @@ def scaled_block(x: torch.Tensor, multiplier: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(x), quieted, x * multiplier)
 
 
-def condition_for_cvt(q: torch.Tensor) -> torch.Tensor:
-    """Torch twin of kernels.quantize._condition_for_cvt (tests hold them equal bit for bit).
+def cvt_scalef32_pk_fp4_bf16_model(low: torch.Tensor, high: torch.Tensor,
+                                   scale: torch.Tensor) -> torch.Tensor:
+    """Model of gfx950 `v_cvt_scalef32_pk_fp4_bf16 vdst, src, scale` (task.md): the byte it
+    writes, as uint8. src holds two bf16: `low` (bits 0-15) -> low nibble, `high` -> high.
 
-    Maps pre-scaled q into what v_cvt_scalef32_pk_fp4_f32 documents: NaN -> +-1.5 or +-2.0
-    (the recipe's code 3 or 4 for a quiet NaN, by mantissa bit 21), +-inf -> +-6, and
-    |q| <= 0.25 (-0 and denormals included) -> +0.
-    """
-    bits = q.contiguous().view(torch.int32)
-    nan_value = torch.where((bits & 0x200000) != 0, 2.0, 1.5)
-    nan_value = torch.where(bits < 0, -nan_value, nan_value)
-    q = torch.where(torch.isnan(q), nan_value, q).clamp(-6.0, 6.0)
-    return torch.where(q.abs() <= 0.25, 0.0, q)
-
-
-def cvt_scalef32_pk_fp4_f32_model(src0: torch.Tensor, src1: torch.Tensor,
-                                  scale: torch.Tensor) -> torch.Tensor:
-    """Model of gfx950 `v_cvt_scalef32_pk_fp4_f32` (task.md): the byte it writes, as uint8.
-
-    code = E2M1(x / 2**(exponent(scale) - 127)), round to nearest even, saturating at +-6;
-    src0 -> low nibble, src1 -> high nibble; only the exponent field of scale is used.
-    Written from the definition (a nearest-value search in float64), not from the bit recipe.
-    Raises ValueError on inputs whose conversion the ISA leaves undocumented: NaN, +-inf,
-    -0 and denormals.
+    code = E2M1(x / 2**(exponent(scale) - 127)), round to nearest even, saturating at +-6,
+    sign kept; only the exponent field of scale is used. Written from the definition (a
+    nearest-value search in float64), not from the bit recipe. Raises ValueError on inputs
+    whose result the ISA leaves open: NaN, +-inf, a scale exponent field of 0 or 255, and a
+    nonzero bf16 denormal under a scale exponent field below 3. Above that (scale >= 2**-124)
+    a denormal or -0 converts to a zero whether or not the instruction flushes denormals
+    (|x / scale| < 2**-126 / 2**-124 = 0.25); its sign is the one unknown, so the model keeps
+    it (-0, code 8) and the chip may give +0 (code 0) instead, which changes no product sum.
     """
     exponent = (scale.contiguous().view(torch.int32) >> 23) & 0xFF
-    divisor = torch.pow(2.0, exponent.double() - 127)
-    return pack_nibbles(torch.stack((_model_e2m1(src0, divisor), _model_e2m1(src1, divisor)),
-                                    dim=-1).flatten(-2))
+    if bool(((exponent == 0) | (exponent == 255)).any()):
+        raise ValueError("v_cvt_scalef32_pk_fp4_bf16 model: scale exponent field 0 or 255 is undocumented")
+    return pack_nibbles(torch.stack((_model_e2m1_bf16(low, exponent),
+                                     _model_e2m1_bf16(high, exponent)), dim=-1).flatten(-2))
 
 
-def _model_e2m1(x: torch.Tensor, divisor: torch.Tensor) -> torch.Tensor:
-    bits = x.contiguous().view(torch.int32)
-    undocumented = (~torch.isfinite(x) | (bits == -0x80000000)
-                    | ((x != 0) & (x.abs() < torch.finfo(torch.float32).tiny)))
-    if bool(undocumented.any()):
-        raise ValueError("v_cvt_scalef32_pk_fp4_f32 model: input has NaN, inf, -0 or denormals")
-    y = x.double() / divisor
+def _model_e2m1_bf16(x: torch.Tensor, scale_exponent: torch.Tensor) -> torch.Tensor:
+    bits = x.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
+    field = (bits >> 7) & 0xFF
+    denormal = (field == 0) & ((bits & 0x7F) != 0)
+    if bool((field == 0xFF).any()):
+        raise ValueError("v_cvt_scalef32_pk_fp4_bf16 model: NaN or inf input is undocumented")
+    if bool((denormal & (scale_exponent < 3)).any()):
+        raise ValueError("v_cvt_scalef32_pk_fp4_bf16 model: a denormal under a scale below "
+                         "2**-124 is undocumented (flushing would change its code)")
+    y = x.double() * torch.pow(2.0, 127 - scale_exponent.double())
     grid = torch.tensor(E2M1_VALUES[:8], dtype=torch.float64)
-    magnitude = y.abs().clamp(max=6.0)
-    distance = (magnitude[..., None] - grid).abs()
-    nearest = distance.min(dim=-1, keepdim=True).values
-    candidates = distance == nearest              # one index, or two at a tie
+    distance = (y.abs().clamp(max=6.0)[..., None] - grid).abs()
+    candidates = distance == distance.min(dim=-1, keepdim=True).values  # one, or two at a tie
     even = candidates & (torch.arange(8) % 2 == 0)
     code = torch.where(even.any(-1), even.int().argmax(-1), candidates.int().argmax(-1))
-    return (code | torch.where(y < 0, 8, 0)).to(torch.uint8)
+    return (code | torch.where(bits >= 0x8000, 8, 0)).to(torch.uint8)
 
 
 def e8m0_to_f32(scales: torch.Tensor) -> torch.Tensor:

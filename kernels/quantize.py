@@ -2,23 +2,42 @@
 
 `quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K], HW_CVT) -> (codes uint8 [BLOCK_M, BLOCK_K/2],
 scales uint8 [BLOCK_M, BLOCK_K/32])`: per row, each run of 32 elements along K is one MX
-block. The scale byte is computed with integer exponent math (no float->uint8 cast, which
-saturates negatives on NVIDIA) and scales the block by an exact power of two. The codes come
-from one of two quantizers, chosen by the constexpr HW_CVT:
-  - software (every backend): the round-to-nearest-even bit recipe of aiter's _mxfp4_quant_op;
-  - hardware (gfx950 only): `v_cvt_scalef32_pk_fp4_f32` with scale 1.0 on the pre-scaled
-    values, after `_condition_for_cvt` has replaced every input whose conversion the ISA
-    does not document (NaN, +-inf, -0, denormals) by one that gives the same GEMM result.
+block. Two paths, chosen once per tile by a uniform branch:
+  - fast (a bf16 tile whose every block amax, as bf16 magnitude bits M, lies in
+    [FAST_AMAX_MIN, FAST_AMAX_MAX]): no NaN, no inf, and a block exponent e_r = (M + 0x20) >> 7
+    in [5, 254], so the scale byte is e_r - 2 with no clamp. The block amax is an integer max
+    of the magnitude bits. The codes come from `v_cvt_scalef32_pk_fp4_bf16` on the raw bf16
+    pairs with the scale operand 2^(byte - 127) (HW_CVT, gfx950), or from the software recipe
+    on x * 2^(127 - byte);
+  - slow (any other tile, and every fp32 tile): the software recipe with its special-value
+    work (NaN-ignoring amax, NaN payload quieting, the clamped scale), as aiter's
+    _mxfp4_quant_op, for both quantizers.
+Why the fast range is enough for the instruction: see formats.cvt_scalef32_pk_fp4_bf16_model
+(inputs it documents) and tests/test_hw_quant.py (every bf16 value in every accepted block).
+Under the interpreter (no inline asm) `_cvt_model` stands in for the instruction.
 `quantize_kernel` runs the quantizer on a plain [rows, K] tensor (`quantize_rows` is its host
-wrapper: the separate quantization step of the unfused baseline in tools.bench);
-`condition_test_kernel` runs the conditioning alone (the interpreter cannot run inline asm).
+wrapper: the separate quantization step of the unfused baseline in tools.bench).
 """
+
+import os
 
 import torch
 import triton
 import triton.language as tl
 
-CVT_FP4_ASM = tl.constexpr("v_cvt_scalef32_pk_fp4_f32 $0, $1, $2, $3")
+INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").lower()
+                           in ("1", "true", "on", "yes"))
+# Block amax range of the fast path, as bf16 magnitude bits: from the smallest amax whose
+# rounded exponent is 5 (a bf16 denormal then scales below 0.25 whatever the instruction does
+# with it) to the largest whose rounded exponent is 254 (255 is the clamped u = 127 case).
+FAST_AMAX_MIN = tl.constexpr(0x0260)
+FAST_AMAX_MAX = tl.constexpr(0x7F5F)
+# Four pairs into the four bytes of one word: byte j <- pair $(j+1), scale operand $5.
+CVT_FP4_BF16_ASM = tl.constexpr(
+    "v_cvt_scalef32_pk_fp4_bf16 $0, $1, $5\n\t"
+    "v_cvt_scalef32_pk_fp4_bf16 $0, $2, $5 op_sel:[0,0,1,0]\n\t"
+    "v_cvt_scalef32_pk_fp4_bf16 $0, $3, $5 op_sel:[0,0,0,1]\n\t"
+    "v_cvt_scalef32_pk_fp4_bf16 $0, $4, $5 op_sel:[0,0,1,1]")
 
 
 @triton.jit
@@ -48,29 +67,13 @@ def _e2m1_codes(q):
 
 
 @triton.jit
-def _condition_for_cvt(q):
-    """Pre-scaled q -> a value in [-6, -0.25) U {+0} U (0.25, 6] with the software code's value.
-
-    NaN becomes +-1.5 or +-2.0 (the codes 3 or 4 that the bit recipe gives a quiet NaN, picked
-    by mantissa bit 21); +-inf clamps to +-6 (code 7); |q| <= 0.25, -0 and denormals included,
-    becomes +0: code 0 where the software path may give 8 (-0), which changes no product sum.
-    """
-    bits = q.to(tl.uint32, bitcast=True)
-    nan_value = tl.where((bits & 0x200000) != 0, 2.0, 1.5)
-    nan_value = tl.where((bits & 0x80000000) != 0, -nan_value, nan_value)
-    q = tl.where(q != q, nan_value, q)
-    q = tl.minimum(tl.maximum(q, -6.0), 6.0)
-    return tl.where(tl.abs(q) <= 0.25, 0.0, q)
-
-
-@triton.jit
-def _cvt_pack_fp4(low, high):
-    """Two conditioned fp32 tiles -> bytes low | high << 4, by the gfx950 conversion at scale 1.0."""
-    packed = tl.inline_asm_elementwise(CVT_FP4_ASM, "=v,v,v,v",
-                                       [low, high, tl.full(low.shape, 1.0, tl.float32)],
-                                       dtype=tl.uint32, is_pure=True, pack=1)
-    # The instruction writes one byte of its destination; the others are undefined here.
-    return (packed & 0xFF).to(tl.uint8)
+def _as_f32(x):
+    """bf16 or fp32 -> fp32. A shift is the exact bf16 -> fp32 conversion; the Triton 3.9
+    interpreter's cast mangles denormals, and the quantizer must be bit-exact everywhere."""
+    if x.dtype == tl.bfloat16:
+        return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    else:
+        return x.to(tl.float32)
 
 
 @triton.jit
@@ -79,14 +82,7 @@ def _prescaled_blocks(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
 
     q is each block divided by its scale (an exact power of two), ready for rounding to E2M1.
     """
-    NUM_BLOCKS: tl.constexpr = BLOCK_K // 32
-    if x.dtype == tl.bfloat16:
-        # A shift is the exact bf16 -> fp32 conversion; the Triton 3.9 interpreter's cast
-        # mangles denormals, and the quantizer must be bit-exact everywhere.
-        x = (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-    else:
-        x = x.to(tl.float32)
-    x = x.reshape(BLOCK_M, NUM_BLOCKS, 32)
+    x = _as_f32(x).reshape(BLOCK_M, BLOCK_K // 32, 32)
     # NaN is ignored in the block maximum unless the whole block is NaN (maxnum semantics, as
     # formats.nan_ignoring_amax), written out because the interpreter's max keeps NaN.
     magnitude = tl.abs(x)
@@ -101,16 +97,129 @@ def _prescaled_blocks(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
+def _words(codes, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.constexpr):
+    """E2M1 codes uint32 [BM, NB, 32] -> uint32 [BM, NB, 4]: word g holds element pairs
+    4g .. 4g+3 of its block, pair 4g + j in byte j, the even element in the low nibble."""
+    low, high = tl.split(codes.reshape(BLOCK_M, NUM_BLOCKS, 4, 2, 2, 2))
+    low, high = tl.split(low | (high << 4))
+    low, high = tl.split(low | (high << 8))
+    return low | (high << 16)
+
+
+@triton.jit
+def _bytes(words):
+    """uint32 [..., n] -> uint8 [..., n, 2, 2], byte j of each word at index [.., j // 2, j % 2]."""
+    b0 = words.to(tl.uint8)
+    b1 = (words >> 8).to(tl.uint8)
+    b2 = (words >> 16).to(tl.uint8)
+    b3 = (words >> 24).to(tl.uint8)
+    return tl.join(tl.join(b0, b2), tl.join(b1, b3))
+
+
+@triton.jit
+def _pair_bytes(t, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.constexpr):
+    """[BM, NB, 32] -> 4 x [BM, NB, 4, 2]: tensor j holds the pairs (8g + 2j, 8g + 2j + 1)."""
+    t = t.reshape(BLOCK_M, NUM_BLOCKS, 4, 2, 2, 2).permute(0, 1, 2, 5, 4, 3)
+    t01, t23 = tl.split(t)
+    t0, t1 = tl.split(t01)
+    t2, t3 = tl.split(t23)
+    return t0, t1, t2, t3
+
+
+@triton.jit
+def _packed_pair(pair):
+    """uint32 [..., 2] bf16 bits -> uint32 [...]: element 0 in the low half (src0's order)."""
+    low, high = tl.split(pair)
+    return low | (high << 16)
+
+
+@triton.jit
+def _cvt_model_codes(half, scale_exponent):
+    """One bf16 (bits in the low 16 of a uint32) -> the E2M1 code the instruction documents,
+    from its definition E2M1(x / 2^(scale_exponent - 127)): the nearest of the eight
+    magnitudes, ties to the even code, saturating at 6, sign kept. -1 where the ISA leaves
+    the result undocumented: NaN, inf, or a denormal that could round away from zero."""
+    magnitude = ((half & 0x7FFF) << 16).to(tl.float32, bitcast=True).to(tl.float64)
+    y = magnitude * ((1150 - scale_exponent).to(tl.uint64) << 52).to(tl.float64, bitcast=True)
+    code = ((y > 0.25).to(tl.uint32) + (y >= 0.75).to(tl.uint32) + (y > 1.25).to(tl.uint32)
+            + (y >= 1.75).to(tl.uint32) + (y > 2.5).to(tl.uint32) + (y >= 3.5).to(tl.uint32)
+            + (y > 5.0).to(tl.uint32))
+    code = code | ((half >> 12) & 8)
+    exponent = (half >> 7) & 0xFF
+    denormal = (exponent == 0) & ((half & 0x7F) != 0)
+    undocumented = (exponent == 0xFF) | (denormal & (scale_exponent < 3))
+    return tl.where(undocumented, -1, code.to(tl.int32))
+
+
+@triton.jit
+def _cvt_model(p0, p1, p2, p3, scale):
+    """Interpreter stand-in for CVT_FP4_BF16_ASM (same operands, same word). Raises on an
+    input whose conversion the ISA does not document, so that a test reaching it fails."""
+    scale_exponent = (scale.to(tl.uint32, bitcast=True) >> 23) & 0xFF
+    word = tl.zeros(p0.shape, tl.uint32)
+    undocumented = (scale_exponent == 0) | (scale_exponent == 0xFF)
+    for j, pair in enumerate((p0, p1, p2, p3)):
+        low = _cvt_model_codes(pair & 0xFFFF, scale_exponent)
+        high = _cvt_model_codes(pair >> 16, scale_exponent)
+        undocumented = undocumented | (low < 0) | (high < 0)
+        word = word | ((low.to(tl.uint32) | (high.to(tl.uint32) << 4)) & 0xFF) << (8 * j)
+    if tl.max(undocumented.to(tl.int32)) != 0:
+        raise ValueError("v_cvt_scalef32_pk_fp4_bf16 model: undocumented input "
+                         "(NaN, inf, a denormal at a scale below 2^-124, or a bad scale)")
+    return word
+
+
+@triton.jit
+def _hardware_words(bits, exponent, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.constexpr):
+    """bf16 bits uint32 [BM, NB, 32] and rounded block exponents [BM, NB, 1] of a fast tile ->
+    words [BM, NB, 4] by the gfx950 instruction with the scale operand 2^(byte - 127)."""
+    scale = ((exponent - 2) << 23).to(tl.float32, bitcast=True)
+    # Split like the data, so that both land in one layout.
+    scale, _, _, _ = _pair_bytes(tl.broadcast_to(scale, (BLOCK_M, NUM_BLOCKS, 32)),
+                                 BLOCK_M, NUM_BLOCKS)
+    scale, _ = tl.split(scale)
+    b0, b1, b2, b3 = _pair_bytes(bits, BLOCK_M, NUM_BLOCKS)
+    p0, p1, p2, p3 = _packed_pair(b0), _packed_pair(b1), _packed_pair(b2), _packed_pair(b3)
+    if INTERPRETED:
+        return _cvt_model(p0, p1, p2, p3, scale)
+    else:
+        return tl.inline_asm_elementwise(CVT_FP4_BF16_ASM, "=&v,v,v,v,v,v",
+                                         [p0, p1, p2, p3, scale], dtype=tl.uint32,
+                                         is_pure=True, pack=1)
+
+
+@triton.jit
+def _software_words(bits, exponent, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.constexpr):
+    """The same words by the software recipe on x * 2^(127 - byte) (exact: a power of two)."""
+    x = (bits << 16).to(tl.float32, bitcast=True)
+    multiplier = ((256 - exponent) << 23).to(tl.float32, bitcast=True)
+    return _words(_e2m1_codes(x * multiplier), BLOCK_M, NUM_BLOCKS)
+
+
+@triton.jit
 def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
                         HW_CVT: tl.constexpr = False):
-    q, scale = _prescaled_blocks(x, BLOCK_M, BLOCK_K)
-    if HW_CVT:
-        low, high = tl.split(_condition_for_cvt(q).reshape(BLOCK_M, BLOCK_K // 2, 2))
-        packed = _cvt_pack_fp4(low, high)
+    NUM_BLOCKS: tl.constexpr = BLOCK_K // 32
+    if x.dtype == tl.bfloat16:
+        bits = x.to(tl.uint16, bitcast=True).to(tl.uint32).reshape(BLOCK_M, NUM_BLOCKS, 32)
+        amax = tl.max(bits & 0x7FFF, axis=2)
+        # One uniform test for the whole tile: every block amax in the fast range.
+        outside = (amax - FAST_AMAX_MIN).to(tl.uint32, bitcast=True)
+        fast = tl.max(tl.max(outside, axis=1), axis=0) <= FAST_AMAX_MAX - FAST_AMAX_MIN
     else:
-        low, high = tl.split(_e2m1_codes(q).reshape(BLOCK_M, BLOCK_K // 2, 2))
-        packed = (low | (high << 4)).to(tl.uint8)
-    return packed, scale.reshape(BLOCK_M, BLOCK_K // 32).to(tl.uint8)
+        fast = False
+    if fast:
+        exponent = ((amax + 0x20) >> 7)[:, :, None]
+        if HW_CVT:
+            words = _hardware_words(bits, exponent, BLOCK_M, NUM_BLOCKS)
+        else:
+            words = _software_words(bits, exponent, BLOCK_M, NUM_BLOCKS)
+        scale = (exponent - 2).to(tl.int32).reshape(BLOCK_M, NUM_BLOCKS)
+    else:
+        q, scale = _prescaled_blocks(x, BLOCK_M, BLOCK_K)
+        words = _words(_e2m1_codes(q), BLOCK_M, NUM_BLOCKS)
+        scale = scale.reshape(BLOCK_M, NUM_BLOCKS)
+    return _bytes(words).reshape(BLOCK_M, BLOCK_K // 2), scale.to(tl.uint8)
 
 
 @triton.jit
@@ -149,10 +258,3 @@ def quantize_rows(x, hw_cvt: bool = False):
                                                      BLOCK_M=block_m, BLOCK_K=block_k,
                                                      HW_CVT=hw_cvt)
     return codes, scales
-
-
-@triton.jit
-def condition_test_kernel(q_ptr, out_ptr, BLOCK: tl.constexpr):
-    """out fp32 [n] = _condition_for_cvt(q fp32 [n]); n % BLOCK == 0, grid (n / BLOCK,)."""
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(out_ptr + offsets, _condition_for_cvt(tl.load(q_ptr + offsets)))

@@ -1,8 +1,12 @@
 """The gfx950 hardware quantizer, proven equal to the software one on a model of the instruction.
 
-No AMD GPU runs here: the instruction is modelled in torch from its ISA definition
-(formats.cvt_scalef32_pk_fp4_f32_model), the kernel's conditioning runs in the interpreter,
-and launchers.selfcheck confirms the equivalence on the real chip at import.
+No AMD GPU runs here. The instruction is modelled in torch from its ISA definition
+(formats.cvt_scalef32_pk_fp4_bf16_model); the kernel's fast path gives it raw bf16 pairs with
+the scale operand 2^(byte - 127) for every tile whose block amaxes all lie in
+[FAST_AMAX_MIN, FAST_AMAX_MAX], and the proof below covers every bf16 value in every such block.
+Everything else takes the software recipe (tests/test_quantize_kernel.py). The interpreter runs
+the kernel's HW_CVT branch with a Triton model in place of the asm (tests/test_quantize_kernel.py,
+below for GEMMs), and launchers.selfcheck confirms the equivalence on the real chip at import.
 """
 
 import math
@@ -10,116 +14,130 @@ import math
 import pytest
 import torch
 
+import reference
 from kernels import formats
-from kernels.quantize import condition_test_kernel
+from kernels.quantize import FAST_AMAX_MAX, FAST_AMAX_MIN
 from launchers import selfcheck
+from launchers.configs import GemmConfig
+from launchers.gemm import GemmLauncher
 
-ONE = torch.tensor([1.0])
+
+def scale_of_byte(byte):
+    """The instruction's scale operand for an E8M0 byte: the fp32 whose bits are byte << 23."""
+    return torch.tensor([byte << 23], dtype=torch.int32).view(torch.float32)
 
 
-def model(values, scale=ONE):
-    """Per-value code through the instruction model (value in the low nibble, 0 high)."""
-    values = values.float().flatten()
-    return formats.cvt_scalef32_pk_fp4_f32_model(values, torch.zeros_like(values),
-                                                 scale.expand_as(values)) & 0xF
+def model(values, byte=127):
+    """Per-value code through the instruction model (value in the low half, +0 in the high)."""
+    values = values.to(torch.bfloat16).flatten()
+    scale = scale_of_byte(byte).expand_as(values.float())
+    return formats.cvt_scalef32_pk_fp4_bf16_model(values, torch.zeros_like(values), scale) & 0xF
 
 
 def all_bf16_values():
-    return torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).float()
+    return torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+
+
+def rounded_exponent(amax_bits: int) -> int:
+    """The block exponent the "even" rule reads from a bf16 amax (formats.scale_byte_and_multiplier)."""
+    return (amax_bits + 0x20) >> 7
 
 
 # ------------------------------------------------------------------ the model itself
 
 @pytest.mark.parametrize("value, code", [
-    (0.0, 0), (0.25, 0), (0.26, 1), (0.75, 2), (1.25, 2), (1.3, 3), (1.75, 4), (2.5, 4),
-    (2.6, 5), (3.5, 6), (5.0, 6), (5.1, 7), (6.0, 7), (100.0, 7), (-0.75, 10), (-5.0, 14),
-    (-0.1, 8), (-100.0, 15)])
+    (0.0, 0), (0.25, 0), (0.2578125, 1), (0.75, 2), (1.25, 2), (1.2578125, 3), (1.75, 4),
+    (2.5, 4), (2.515625, 5), (3.5, 6), (5.0, 6), (5.03125, 7), (6.0, 7), (100.0, 7),
+    (-0.75, 10), (-5.0, 14), (-0.1, 8), (-100.0, 15), (-0.0, 8)])
 def test_model_rounds_to_nearest_even_and_saturates(value, code):
     assert int(model(torch.tensor([value]))) == code
 
 
 def test_model_divides_by_the_scale_exponent_only():
     scale = torch.tensor([4.0 * 1.9])       # exponent 2**2; the mantissa must be ignored
-    assert model(torch.tensor([6.0, 10.0, 13.0]), scale).tolist() == [3, 4, 5]
+    values = torch.tensor([6.0, 10.0, 13.0], dtype=torch.bfloat16)
+    codes = formats.cvt_scalef32_pk_fp4_bf16_model(values, torch.zeros_like(values),
+                                                   scale.expand(3)) & 0xF
+    assert codes.tolist() == [3, 4, 5]
 
 
-def test_model_packs_src0_low_src1_high():
-    byte = formats.cvt_scalef32_pk_fp4_f32_model(torch.tensor([1.0]), torch.tensor([-3.0]), ONE)
-    assert int(byte) == 2 | (13 << 4)
+def test_model_packs_the_low_half_into_the_low_nibble():
+    low, high = torch.tensor([1.0], dtype=torch.bfloat16), torch.tensor([-3.0], dtype=torch.bfloat16)
+    assert int(formats.cvt_scalef32_pk_fp4_bf16_model(low, high, scale_of_byte(127))) == 2 | (13 << 4)
 
 
-@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf, -0.0, 1e-40, -1e-42])
-def test_model_refuses_undocumented_inputs(value):
-    with pytest.raises(ValueError, match="undocumented|NaN"):
-        model(torch.tensor([value]))
+@pytest.mark.parametrize("value, byte", [(math.nan, 127), (math.inf, 127), (-math.inf, 127),
+                                         (1e-40, 2), (-9.2e-41, 1), (1.0, 0), (1.0, 255)])
+def test_model_refuses_undocumented_inputs(value, byte):
+    with pytest.raises(ValueError, match="undocumented"):
+        model(torch.tensor([value]), byte)
 
 
-# ------------------------------------------------------------------ conditioning
-
-def special_values():
-    values = all_bf16_values()
-    extra = torch.tensor([0.25, -0.25, math.nextafter(0.25, 1), 6.0, -6.0, 7.0, 1e-45])
-    nans = torch.tensor([0x7FC00000, 0x7FA00000, 0x7FE00000, -0x200000, 0x7F800001],
-                        dtype=torch.int32).view(torch.float32)
-    return torch.cat([values, values * 3.7, extra, nans])
+def test_model_gives_zero_codes_to_denormals_and_signed_zeros_at_scales_from_2_to_the_minus_124():
+    tiny = torch.tensor([1e-40, -1e-40, 0.0, -0.0, 1.1754942e-38, -1.1754942e-38])
+    assert model(tiny, 3).tolist() == [0, 8, 0, 8, 0, 8]
 
 
-def test_kernel_conditioning_equals_the_torch_twin(device):
-    q = special_values()
-    q = torch.cat([q, torch.zeros(-q.numel() % 4096)])
-    out = torch.empty_like(q, device=device)
-    condition_test_kernel[(q.numel() // 4096,)](q.to(device), out, BLOCK=4096)
-    want = formats.condition_for_cvt(q)
-    assert torch.equal(out.cpu().view(torch.int32), want.view(torch.int32))
+# ------------------------------------------------------------------ the fast path's inputs
+
+def test_fast_range_is_the_block_exponents_5_to_254():
+    lo, hi = FAST_AMAX_MIN.value, FAST_AMAX_MAX.value
+    assert rounded_exponent(lo) == 5 and rounded_exponent(lo - 1) == 4
+    assert rounded_exponent(hi) == 254 and rounded_exponent(hi + 1) == 255
+    assert hi < 0x7F80        # no inf or NaN (magnitude bits >= 0x7F80) in a fast block
 
 
-def test_conditioning_leaves_only_documented_inputs():
-    conditioned = formats.condition_for_cvt(special_values())
-    model(conditioned)   # raises on any NaN, inf, -0 or denormal
+def test_fast_range_scale_bytes_agree_with_the_even_rule():
+    """Byte e_r - 2 (fast path) == formats.scale_byte_and_multiplier's byte for every amax."""
+    amax_bits = torch.arange(FAST_AMAX_MIN.value, FAST_AMAX_MAX.value + 1, dtype=torch.int32)
+    amax = (amax_bits << 16).view(torch.float32)
+    byte, multiplier = formats.scale_byte_and_multiplier(amax)
+    want = (amax_bits + 0x20) // 128 - 2
+    assert torch.equal(byte.to(torch.int32), want)
+    assert torch.equal(multiplier, torch.pow(2.0, 127.0 - want.float()))
 
 
-# u = 126 cannot occur: an amax that rounds past exponent 127 gives u = 127.
-REACHABLE_BLOCK_EXPONENTS = [u for u in range(-127, 128) if u != 126]
-
-
-def block_amax(u):
-    """An amax whose block exponent is u: 2**(u+2), or +inf for the top exponent."""
-    return torch.tensor([math.inf if u == 127 else 2.0 ** (u + 2)], dtype=torch.float32)
-
-
-def test_every_bf16_value_at_every_block_exponent_its_block_can_have():
-    """For each bf16 x and each u that a block holding x can get (amax >= |x|), the modelled
-    hardware path gives the software code; the only difference allowed is -0 (8) against +0,
-    which changes no sum. The block's scale byte is u + 127 in both paths (one function)."""
+def test_every_bf16_value_in_every_fast_block_converts_as_the_software_recipe():
+    """For each fast block exponent e_r (byte e_r - 2) and each bf16 x that a block with that
+    exponent can hold (magnitude bits up to the largest amax rounding to e_r), the instruction
+    model on raw x with scale 2^(byte - 127) gives the software code of x * 2^(127 - byte)
+    exactly (the model keeps the sign of zero; the chip may give +0 there, see formats)."""
     x = all_bf16_values()
+    magnitude = x.view(torch.int16).to(torch.int32) & 0x7FFF
     compared = 0
-    for u in REACHABLE_BLOCK_EXPONENTS:
-        amax = block_amax(u)
-        byte, multiplier = formats.scale_byte_and_multiplier(amax)
-        assert int(byte) == u + 127
-        in_block = (x.abs() <= amax) | torch.isnan(x)
-        q = formats.scaled_block(x[in_block], multiplier)
-        software = formats.e2m1_codes(q)
-        hardware = model(formats.condition_for_cvt(q))
-        same = (software == hardware) | ((software == 8) & (hardware == 0))
-        assert bool(same.all()), f"u={u}: x={x[in_block][~same][:4].tolist()}"
-        compared += int(in_block.sum())
-    assert compared > 65536 * 128
+    for e_r in range(rounded_exponent(FAST_AMAX_MIN.value), rounded_exponent(FAST_AMAX_MAX.value) + 1):
+        byte = e_r - 2
+        largest_amax = min((e_r << 7) + 0x5F, FAST_AMAX_MAX.value)
+        in_block = x[magnitude <= largest_amax]
+        multiplier = torch.pow(2.0, torch.tensor(127.0 - byte))
+        software = formats.e2m1_codes(formats.scaled_block(in_block.float(), multiplier))
+        hardware = model(in_block, byte)
+        same = software == hardware
+        assert bool(same.all()), f"e_r={e_r}: x={in_block[~same][:4].float().tolist()}"
+        compared += in_block.numel()
+    assert compared > 250 * 30000
 
 
-def test_whole_blocks_quantize_the_same_through_the_model():
-    gen = torch.Generator().manual_seed(3)
-    x = torch.randn(64, 256, generator=gen).bfloat16().float()
-    x[0, :32] = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 4.0] * 4)
-    x[1, 3], x[2, 7], x[3, 0] = math.nan, math.inf, -0.0
-    codes, scales = formats.quantize_mxfp4(x)
-    blocks = x.view(64, 8, 32)
-    _, multiplier = formats.scale_byte_and_multiplier(formats.nan_ignoring_amax(blocks))
-    q = formats.condition_for_cvt(formats.scaled_block(blocks, multiplier)).view(64, 256)
-    hardware = formats.cvt_scalef32_pk_fp4_f32_model(q[:, 0::2], q[:, 1::2], ONE.expand(64, 128))
-    software = formats.unpack_nibbles(codes)
-    hardware = formats.unpack_nibbles(hardware)
-    assert torch.equal(torch.where(software == 8, 0, software), hardware)
+# ------------------------------------------------------------------ GEMMs in the interpreter
+
+@pytest.mark.parametrize("m, n, k, config", [
+    (16, 64, 512, GemmConfig(16, 64, 512)),
+    (20, 128, 1024, GemmConfig(16, 64, 256)),                 # a K loop, rows past M wrapped
+    (8, 64, 1024, GemmConfig(16, 32, 256, split_k=2)),
+])
+def test_gemm_with_the_hardware_quantizer_matches_the_software_one_and_the_reference(m, n, k, config):
+    data = reference.generate_input(m, n, k, seed=m * n + k, device="cpu")
+    a, _, _, b_shuffle, b_scale_sh = data
+    a = a.clone()
+    a[1, 5] = float("nan")           # tiles with special values take the slow path
+    a[min(3, m - 1), 64:128] = 0.0      # all-zero blocks too
+    data = (a,) + data[1:]
+    outs = [GemmLauncher(config, "interpreter", m, n, k, (k, 1), "cpu", hw_cvt=hw)(
+        a, b_shuffle, b_scale_sh) for hw in (True, False)]
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+    finite = torch.isfinite(outs[1]).all(dim=1)
+    want = reference.ref_kernel(data)
+    assert reference.compare(outs[0][finite], want[finite])[0]
 
 
 # ------------------------------------------------------------------ import-time self-check

@@ -1,72 +1,164 @@
-"""The in-register quantizer (kernels.quantize) is bit-exact with kernels.formats."""
+"""The in-register quantizer (kernels.quantize) is bit-exact with kernels.formats, on both paths
+and with both quantizers (HW_CVT runs the Triton model of the gfx950 instruction here)."""
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from kernels import formats
-from kernels.quantize import quantize_kernel
+from kernels.quantize import (FAST_AMAX_MAX, FAST_AMAX_MIN, INTERPRETED, _cvt_model,
+                              quantize_kernel)
 
 # Block contexts: the value under test sits in blocks whose other elements set these amax
 # values (0: the value alone), so that every bf16 pattern is quantized at several scales.
 CONTEXTS = (0.0, 1.0, 1.75, 6.0, 2.0 ** -126, 2.0 ** -133, 1.5 * 2.0 ** 100, 3.3e38,
             float("inf"), float("nan"))
+# The hardware quantizer runs here only as the interpreter's model of the instruction.
+QUANTIZERS = [pytest.param(False, id="software"),
+              pytest.param(True, id="hardware", marks=pytest.mark.skipif(
+                  not INTERPRETED.value, reason="the asm runs on gfx950 only"))]
+interpreter_only = pytest.mark.skipif(not INTERPRETED.value, reason="the model is the interpreter's")
 
 
-def run_kernel(x, block_m):
+def run_kernel(x, block_m, hw_cvt):
     rows, k = x.shape
     codes = torch.empty(rows, k // 2, dtype=torch.uint8, device=x.device)
     scales = torch.empty(rows, k // 32, dtype=torch.uint8, device=x.device)
     quantize_kernel[(rows // block_m, 1)](x, codes, scales, rows, k, k, BLOCK_M=block_m,
-                                          BLOCK_K=k)
+                                          BLOCK_K=k, HW_CVT=hw_cvt)
     return codes, scales
+
+
+def assert_like_formats(x, block_m, hw_cvt):
+    codes, scales = run_kernel(x, block_m, hw_cvt)
+    want_codes, want_scales = formats.quantize_mxfp4(x.cpu())
+    assert torch.equal(scales.cpu(), want_scales)
+    assert torch.equal(codes.cpu(), want_codes)
 
 
 def all_bf16_patterns():
     return torch.arange(65536, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
 
 
-def test_every_bf16_pattern_in_every_context(device):
+def fast_block(blocks):
+    """Whether each [.., 32] bf16 block lies in the fast path's amax range (the kernel's test)."""
+    amax = (blocks.view(torch.int16).to(torch.int32) & 0x7FFF).amax(dim=-1)
+    return (amax >= FAST_AMAX_MIN.value) & (amax <= FAST_AMAX_MAX.value)
+
+
+def pad_rows(x, block_m, filler):
+    pad = -x.shape[0] % block_m
+    return torch.cat([x, torch.full((pad, x.shape[1]), filler, dtype=x.dtype)])
+
+
+@pytest.mark.parametrize("hw_cvt", QUANTIZERS)
+def test_every_bf16_pattern_in_every_context(device, hw_cvt):
+    """Blocks grouped by path: tiles of fast blocks only (filled up with ones) and tiles of
+    the rest (filled up with zeros), so that both paths see every pattern they can get."""
     values = all_bf16_patterns()
     blocks = torch.zeros(len(CONTEXTS), values.numel(), 32, dtype=torch.bfloat16)
     blocks[:, :, 0] = values            # low nibble of byte 0
     blocks[:, :, 1] = -values           # high nibble, opposite sign
     blocks[:, :, 2] = torch.tensor(CONTEXTS, dtype=torch.bfloat16)[:, None]
     blocks[:, :, 7] = 0.37 * blocks[:, :, 2]
-    x = blocks.view(-1, 32).to(device)
-    codes, scales = run_kernel(x, block_m=4096)
-    want_codes, want_scales = formats.quantize_mxfp4(x.cpu())
-    assert torch.equal(scales.cpu(), want_scales)
-    assert torch.equal(codes.cpu(), want_codes)
+    rows = blocks.view(-1, 32)
+    fast = fast_block(rows)
+    assert 0.3 < float(fast.float().mean()) < 0.9
+    for group, filler in ((rows[fast], 1.0), (rows[~fast], 0.0)):
+        assert_like_formats(pad_rows(group, 4096, filler).to(device), 4096, hw_cvt)
 
 
-def test_nan_blocks(device):
+@pytest.mark.parametrize("hw_cvt", QUANTIZERS)
+@pytest.mark.parametrize("pattern, scale, code_byte", [
+    (0x7FC0, 254, 0x33),     # all quiet NaN: amax counts as +inf; the recipe's NaN code 3
+    (0xFFC0, 254, 0xBB),     # negative NaN: code 3 with the sign
+    (0x7F80, 254, 0x77),     # all +inf: u = 127, inf saturates to 6
+    (0xFF80, 254, 0xFF),     # all -inf: -6
+    (0x0000, 0, 0x00),       # all +0: byte 0 (u = -127), code 0
+    (0x8000, 0, 0x88),       # all -0: code 8
+])
+def test_uniform_special_bf16_blocks(device, hw_cvt, pattern, scale, code_byte):
+    x = torch.ones(16, 64, dtype=torch.bfloat16)
+    x[3, :32] = torch.tensor(pattern, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    codes, scales = run_kernel(x.to(device), 16, hw_cvt)
+    assert int(scales[3, 0]) == scale and bool((codes[3, :16] == code_byte).all())
+    assert int(scales[3, 1]) == 125 and bool((codes[3, 16:] == 0x66).all())   # ones: u = -2, q = 4
+    assert_like_formats(x.to(device), 16, hw_cvt)
+
+
+@pytest.mark.parametrize("hw_cvt", QUANTIZERS)
+def test_nan_blocks(device, hw_cvt):
     x = torch.zeros(16, 64)
     x[0, :32] = float("nan")                 # all NaN: amax counts as +inf, byte 254
     x[1, :32], x[1, 5] = float("nan"), 3.0   # NaN ignored: amax 3, u = -1
     x[2, 3] = -float("nan")
-    codes, scales = run_kernel(x.to(device), block_m=16)
-    want_codes, want_scales = formats.quantize_mxfp4(x)
-    assert want_scales[0, 0] == 254 and want_scales[1, 0] == 126
-    assert torch.equal(scales.cpu(), want_scales)
-    assert torch.equal(codes.cpu(), want_codes)
+    for dtype in (torch.float32, torch.bfloat16):
+        codes, scales = run_kernel(x.to(dtype).to(device), 16, hw_cvt)
+        want_codes, want_scales = formats.quantize_mxfp4(x.to(dtype))
+        assert int(scales[0, 0]) == 254 and int(scales[1, 0]) == 126
+        assert torch.equal(scales.cpu(), want_scales)
+        assert torch.equal(codes.cpu(), want_codes)
 
 
-@pytest.mark.parametrize("scale", [1.0, 1e-3, 1e4, 1e-38])
-def test_random_rows_several_blocks(device, scale):
+@pytest.mark.parametrize("hw_cvt", QUANTIZERS)
+@pytest.mark.parametrize("scale", [1.0, 1e-3, 1e4, 1e-38, 1e36])
+def test_random_rows_several_blocks(device, hw_cvt, scale):
     gen = torch.Generator().manual_seed(7)
     x = (torch.randn(64, 512, generator=gen) * scale).to(torch.bfloat16).to(device)
-    codes, scales = run_kernel(x, block_m=16)
-    want_codes, want_scales = formats.quantize_mxfp4(x.cpu())
-    assert torch.equal(scales.cpu(), want_scales)
-    assert torch.equal(codes.cpu(), want_codes)
+    assert_like_formats(x, 16, hw_cvt)
 
 
-def test_kernel_and_torch_disagree_with_a_wrong_expectation(device):
+@pytest.mark.parametrize("hw_cvt", QUANTIZERS)
+def test_kernel_and_torch_disagree_with_a_wrong_expectation(device, hw_cvt):
     """Guard against a comparison that cannot fail: a one-ulp change moves a tie's code."""
-    x = torch.zeros(16, 32, dtype=torch.float32)
+    x = torch.zeros(16, 32, dtype=torch.bfloat16)
     x[:, 0], x[:, 1] = 4.0, 1.25          # u = 0, so 1.25 is a tie that rounds down to 1.0
-    codes, _ = run_kernel(x.to(device), block_m=16)
+    codes, _ = run_kernel(x.to(device), 16, hw_cvt)
     assert int(codes[0, 0]) == (6 | 2 << 4)
-    x[:, 1] = torch.nextafter(torch.tensor(1.25), torch.tensor(2.0))
-    codes, _ = run_kernel(x.to(device), block_m=16)
+    x[:, 1] = 1.2578125                   # the next bf16 above the tie
+    codes, _ = run_kernel(x.to(device), 16, hw_cvt)
     assert int(codes[0, 0]) == (6 | 3 << 4)
+
+
+@triton.jit
+def _cvt_model_kernel(pairs_ptr, scale_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    p0, p1, p2, p3 = (tl.load(pairs_ptr + offsets * 4 + j).to(tl.uint32, bitcast=True)
+                      for j in range(4))
+    word = _cvt_model(p0, p1, p2, p3, tl.load(scale_ptr + offsets))
+    tl.store(out_ptr + offsets, word.to(tl.int32, bitcast=True))
+
+
+def model_words(pairs_bf16, scale_byte):
+    """bf16 [n, 4, 2] -> the Triton model's words for those pairs, scale 2^(byte - 127)."""
+    n = pairs_bf16.shape[0]
+    bits = pairs_bf16.view(torch.int16).to(torch.int64) & 0xFFFF
+    pairs = (bits[..., 0] | (bits[..., 1] << 16)).to(torch.int32).flatten()
+    scale = torch.full((n,), scale_byte << 23, dtype=torch.int32).view(torch.float32)
+    out = torch.empty(n, dtype=torch.int32)
+    _cvt_model_kernel[(1,)](pairs, scale, out, BLOCK=n)
+    return out.to(torch.int64) & 0xFFFFFFFF
+
+
+@interpreter_only
+def test_triton_model_of_the_instruction_matches_the_torch_model():
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.randn(64, 4, 2, generator=gen) * 3).to(torch.bfloat16)
+    x[0, 0] = torch.tensor([1.25, -2.5])              # ties
+    x[1, 1] = torch.tensor([-0.0, 1e-40])             # signed zero, denormal: zero codes
+    words = model_words(x, 127)
+    scale = torch.full((64 * 4,), 127 << 23, dtype=torch.int32).view(torch.float32)
+    want = formats.cvt_scalef32_pk_fp4_bf16_model(x[..., 0].flatten(), x[..., 1].flatten(), scale)
+    got = torch.stack([(words >> (8 * j)) & 0xFF for j in range(4)], dim=-1).flatten()
+    assert torch.equal(got.to(torch.uint8), want)
+
+
+@pytest.mark.parametrize("value, byte", [(float("nan"), 127), (float("inf"), 127),
+                                         (1e-40, 2), (1.0, 0)])
+@interpreter_only
+def test_triton_model_fails_loudly_on_undocumented_inputs(value, byte):
+    x = torch.ones(16, 4, 2, dtype=torch.bfloat16)
+    x[7, 2, 1] = value
+    with pytest.raises(Exception, match="undocumented"):    # the interpreter wraps the error
+        model_words(x, byte)
