@@ -3,7 +3,7 @@
     python -m tools.check [--shapes tests|benchmarks|all|M,N,K ...] [--seeds N]
 
 With a GPU, custom_kernel runs compiled (the bypass launchers when available); without one,
-through the Triton interpreter (slow: about a minute for the four test shapes). Prints one
+through the Triton interpreter (slow: minutes for the four test shapes). Prints one
 line per shape and seed, then the config and launcher used per shape. Exit codes: 0 all
 passed, 1 a check failed, 2 a usage error (one line on stderr).
 """
