@@ -121,7 +121,7 @@ def test_every_bf16_value_in_every_fast_block_converts_as_the_software_recipe():
 # ------------------------------------------------------------------ GEMMs in the interpreter
 
 @pytest.mark.parametrize("m, n, k, config", [
-    (16, 64, 512, GemmConfig(16, 64, 512)),
+    (16, 64, 1024, GemmConfig(16, 64, 512)),                # a fast tile, then a slow one
     (20, 128, 1024, GemmConfig(16, 64, 256)),                 # a K loop, rows past M wrapped
     (8, 64, 1024, GemmConfig(16, 32, 256, split_k=2)),
 ])
@@ -129,8 +129,8 @@ def test_gemm_with_the_hardware_quantizer_matches_the_software_one_and_the_refer
     data = reference.generate_input(m, n, k, seed=m * n + k, device="cpu")
     a, _, _, b_shuffle, b_scale_sh = data
     a = a.clone()
-    a[1, 5] = float("nan")           # tiles with special values take the slow path
-    a[min(3, m - 1), 64:128] = 0.0      # all-zero blocks too
+    a[1, k - 5] = float("nan")         # tiles with special values take the slow path,
+    a[min(3, m - 1), k - 64:] = 0.0     # and those with all-zero blocks too
     data = (a,) + data[1:]
     outs = [GemmLauncher(config, "interpreter", m, n, k, (k, 1), "cpu", hw_cvt=hw)(
         a, b_shuffle, b_scale_sh) for hw in (True, False)]
