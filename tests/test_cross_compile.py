@@ -2,7 +2,7 @@
 tools.isa, offline); the sm_90 entries compile to PTX for the instruction report.
 
 Both quantizers: the software one, and the hardware one, whose code must hold
-v_cvt_scalef32_pk_fp4_f32. Every GEMM must use a scaled MFMA; no kernel may use scratch or
+v_cvt_scalef32_pk_fp4_f32 or _bf16. Every GEMM must use a scaled MFMA; no kernel may use scratch or
 spill. Compiling needs real JIT functions, so tools.isa runs in a process without the
 interpreter; it installs Triton 3.6.0 into .triton/3.6.0 on first use (about a minute, once).
 """
@@ -59,7 +59,8 @@ def test_gemm_uses_the_scaled_mfma_buffer_loads_and_the_chosen_quantizer(isa_row
     quantizer, rows = isa_rows
     for row in (r for r in rows if r["kernel"] == "gemm"):
         assert any(row["counts"].get(name, 0) for name in SCALED_MFMA), row["shape"]
-        cvt = row["counts"].get("v_cvt_scalef32_pk_fp4_f32", 0)
+        cvt = sum(v for name, v in row["counts"].items()
+                  if name.startswith("v_cvt_scalef32_pk_fp4_"))   # _f32 or _bf16 sources
         assert (cvt > 0) == (quantizer == "hardware"), row["shape"]
         # tt.pointer_range=32, as the AMD JIT gives tensors: A and B come by buffer loads.
         assert not any(name.startswith("global_load") for name in row["counts"]), row["shape"]

@@ -77,8 +77,9 @@ def side_triton(version: str) -> Path:
           file=sys.stderr, flush=True)
     partial = SIDE_TRITONS / f".partial-{version}-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    "--no-deps", "--target", str(partial), f"triton=={version}"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                    "--disable-pip-version-check", "--no-deps", "--target", str(partial),
+                    f"triton=={version}"], check=True)
     try:
         partial.rename(folder)        # atomic: a concurrent installer's folder wins
     except OSError:

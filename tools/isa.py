@@ -26,8 +26,9 @@ from the registers the code uses; "occupancy" is the real one: the same from the
 the kernel descriptor (.amdhsa_next_free_vgpr, which LLVM pads to 169 for waves_per_eu 2 and
 257 for 1), and at most waves_per_eu where that is set (0: no limit).
 
-GEMM rows also give, per K tile (the K-loop body where there is a K loop, else the whole
-kernel divided by the K tiles each program handles):
+GEMM rows also give, per K tile (the K-loop body where there is a K loop, "k_loop", else the
+whole kernel divided by the K tiles each program handles), "k_tile_instructions" (the static
+instructions one wave runs per K tile) and:
 - "quantizer_instructions_per_element": the static instructions of the in-register quantizer
   per A element each lane holds (BLOCK_M*BLOCK_K / (64*num_warps)). An instruction is the
   quantizer's when the innermost frame of its inlining chain that lies in the project (not in
@@ -72,7 +73,7 @@ SIMDS_PER_CU = 4
 VGPRS_PER_SIMD_LANE = 512
 MAX_WAVES_PER_SIMD = 8
 WAVE = 64
-CVT = "v_cvt_scalef32_pk_fp4_f32"
+CVT = "v_cvt_scalef32_pk_fp4_"   # the quantizer instruction: _f32 or _bf16 sources
 QUANTIZER_SOURCE = ROOT / "kernels" / "quantize.py"
 _MNEMONIC = re.compile(r"^\s+([a-z][a-z0-9_]*)\b", re.MULTILINE)
 _SCALED_MFMA = re.compile(r"^v_mfma_scale_")
@@ -126,7 +127,8 @@ def _project_frame_resolver(amdgcn: str):
     for name, found in paths.items():
         outside = {p for p in found if library not in p.parents}
         if outside and len(found) > 1:
-            raise ValueError(f"source file name {name} is ambiguous in the assembly: {sorted(found)}")
+            raise ValueError(f"source file name {name} is ambiguous in the assembly: "
+                             f"{sorted(found)}")
         resolved[name] = next(iter(outside)) if outside else None
     return resolved
 
@@ -184,8 +186,9 @@ def per_k_tile(amdgcn: str, config, k: int) -> dict:
         if size:
             mfma_work += int(size.group(1)) * int(size.group(2)) * int(size.group(3))
     needed = config.block_m * config.block_n * config.block_k
+    per_element = quantizer / k_tiles / elements_per_lane
     return dict(k_loop=body is not instructions, k_tile_instructions=round(len(body) / k_tiles, 1),
-                quantizer_instructions_per_element=round(quantizer / k_tiles / elements_per_lane, 1),
+                quantizer_instructions_per_element=round(per_element, 1),
                 mfma_replication=round(mfma_work * config.num_warps / k_tiles / needed, 2))
 
 
@@ -277,7 +280,7 @@ def compare_tritons(versions: list) -> str:
     lines = [f"gfx950 table compiled by each Triton release ({datetime.date.today()}, "
              f"kernels/quantize.py at {_source_commit(QUANTIZER_SOURCE)}; "
              f"`python -m tools.isa --compare-tritons {','.join(versions)}`). Each cell: VGPRs · "
-             f"occupancy (waves/SIMD) · spills · scratch bytes · {CVT} · scaled MFMAs; "
+             f"occupancy (waves/SIMD) · spills · scratch bytes · {CVT}* · scaled MFMAs; "
              f"✗: the release does not compile it.", "",
              "| shape | kernel | config | quantizer | " + " | ".join(versions) + " |",
              "|---" * (4 + len(versions)) + "|"]
@@ -295,7 +298,11 @@ def _compare_cell(row) -> str:
     if "error" in row:
         return f"✗ {row['error'][:80]}"
     return (f"{row['vgprs']} · {row['occupancy']} · {row['vgpr_spills'] + row['sgpr_spills']} · "
-            f"{row['scratch_bytes']} · {row['counts'].get(CVT, 0)} · {_scaled_mfmas(row)}")
+            f"{row['scratch_bytes']} · {_cvts(row)} · {_scaled_mfmas(row)}")
+
+
+def _cvts(row) -> int:
+    return sum(v for name, v in row["counts"].items() if name.startswith(CVT))
 
 
 def _scaled_mfmas(row) -> int:
@@ -351,7 +358,8 @@ def format_table(rows) -> str:
               f"{'cvt_fp4':>7} {'mfma_scale':>10} {'q/elem':>6} {'mfma_x':>6}")
     lines = [header]
     for row in rows:
-        head = f"{'x'.join(map(str, row['shape'])):<16} {row['kernel']:<7} {_config_text(row['config']):<19}"
+        head = (f"{'x'.join(map(str, row['shape'])):<16} {row['kernel']:<7} "
+                f"{_config_text(row['config']):<19}")
         if "error" in row:
             lines.append(f"{head} does not compile: {row['error']}")
             continue
@@ -360,7 +368,7 @@ def format_table(rows) -> str:
             f"{head} {row['vgprs']:>4} {row['agprs']:>4} {row['sgprs']:>4} {row['lds_bytes']:>6} "
             f"{row['scratch_bytes']:>3} {row['vgpr_spills'] + row['sgpr_spills']:>5} "
             f"{row['occupancy']:>3} {row['workgroups']:>5} {row['cu_coverage']:>5} "
-            f"{row['counts'].get(CVT, 0):>7} {_scaled_mfmas(row):>10} "
+            f"{_cvts(row):>7} {_scaled_mfmas(row):>10} "
             f"{row['quantizer_instructions_per_element'] if gemm else '':>6} "
             f"{row['mfma_replication'] if gemm else '':>6}")
     return "\n".join(lines)
