@@ -1,12 +1,19 @@
-"""Shared test setup: the interpreter on machines without a GPU, and the device to test on."""
+"""Shared test setup: the interpreter on machines without a GPU, the device to test on, the
+Hypothesis profile, and (interpreter only) a guard that fails any access outside its tensor."""
 
 import os
 
+import numpy as np
 import pytest
 import torch
+from hypothesis import settings
 
 if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
+
+# The same examples on every run and every machine: CI failures reproduce.
+settings.register_profile("reproducible", derandomize=True, print_blob=True)
+settings.load_profile("reproducible")
 
 
 @pytest.fixture
@@ -15,3 +22,103 @@ def device():
     if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
         return "cuda"
     return "cpu"
+
+
+class OutOfBoundsAccess(AssertionError):
+    """A kernel load or store (mask true) reached bytes outside the tensor it addresses."""
+
+
+class BoundsGuard:
+    """Checks every interpreted load, store and atomic against the launch's tensor arguments.
+
+    At each launch the byte span [first, last element + itemsize) of every tensor argument is
+    recorded (from the host copies the interpreter hands the kernel). Every access must then
+    lie, all its mask-true elements together, inside the span of one argument: a load that
+    starts in A and runs past A's end fails even if the bytes past it belong to another tensor.
+    Violations raise OutOfBoundsAccess in the kernel and are also kept in `violations`, so that
+    code which catches the launch's error cannot hide them (the fixture fails the test).
+    """
+
+    def __init__(self, interpreter):
+        self._interpreter = interpreter
+        self.kernel = None
+        self.spans = []          # (argument name, first byte, end byte)
+        self.violations = []
+
+    def record_launch(self, kernel_name, arg_names, args_hst, kwargs_hst):
+        self.kernel = kernel_name
+        named = list(zip(arg_names, args_hst)) + list(kwargs_hst.items())
+        self.spans = [span for name, arg in named for span in self._spans(name, arg)]
+
+    def _spans(self, name, arg):
+        if isinstance(arg, tuple):
+            return [span for i, item in enumerate(arg) for span in self._spans(f"{name}[{i}]", item)]
+        arg = self._interpreter._unwrap_tensor(arg)
+        if not isinstance(arg, torch.Tensor):
+            return []
+        if arg.numel() == 0:
+            return [(name, arg.data_ptr(), arg.data_ptr())]
+        last = sum((size - 1) * stride for size, stride in zip(arg.shape, arg.stride()))
+        return [(name, arg.data_ptr(), arg.data_ptr() + (last + 1) * arg.element_size())]
+
+    def check(self, what, ptrs, mask):
+        addresses = ptrs.data
+        if mask is None:
+            active = addresses
+        else:
+            active = addresses[np.broadcast_to(mask.data, addresses.shape)]
+        if active.size == 0:
+            return
+        first = int(active.min())
+        end = int(active.max()) + self._interpreter._get_np_dtype(ptrs.get_element_ty()).itemsize
+        if any(start <= first and end <= stop for _, start, stop in self.spans):
+            return
+        self._fail(what, first, end)
+
+    def _fail(self, what, first, end):
+        program = tuple(self._interpreter.interpreter_builder.grid_idx)
+        home = [(name, start, stop) for name, start, stop in self.spans if start <= first < stop]
+        if home:
+            name, start, stop = home[0]
+            where = (f"starts at byte {first - start} of {name} ({stop - start} bytes) and"
+                     f" ends {end - stop} bytes past it")
+        else:
+            where = f"starts at {first:#x}, in no tensor argument"
+        message = f"{self.kernel} program {program}: a {what} (mask true) {where}"
+        self.violations.append(message)
+        raise OutOfBoundsAccess(message)
+
+
+@pytest.fixture(autouse=True)
+def bounds_guard(monkeypatch):
+    """Interpreter only: every kernel access must stay inside its tensor (BoundsGuard)."""
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        yield None
+        return
+    from triton.runtime import interpreter
+
+    guard = BoundsGuard(interpreter)
+    builder = interpreter.InterpreterBuilder
+    init_args = interpreter.GridExecutor._init_args_hst
+
+    def init_args_and_record(executor, args_dev, kwargs):
+        args_hst, kwargs_hst = init_args(executor, args_dev, kwargs)
+        guard.record_launch(executor.fn.__name__, executor.arg_names, args_hst, kwargs_hst)
+        return args_hst, kwargs_hst
+
+    def guarded(method, what, ptr_index, mask_index):
+        original = getattr(builder, method)
+
+        def wrapper(self, *args):
+            guard.check(what, args[ptr_index], None if mask_index is None else args[mask_index])
+            return original(self, *args)
+        monkeypatch.setattr(builder, method, wrapper)
+
+    monkeypatch.setattr(interpreter.GridExecutor, "_init_args_hst", init_args_and_record)
+    # create_load / create_store / atomic load and store all go through the masked versions.
+    guarded("create_masked_load", "load", 0, 1)
+    guarded("create_masked_store", "store", 0, 2)
+    guarded("create_atomic_rmw", "atomic", 1, 3)
+    guarded("create_atomic_cas", "atomic_cas", 0, None)
+    yield guard
+    assert not guard.violations, guard.violations[0]
