@@ -10,6 +10,9 @@ import struct
 
 import pytest
 import torch
+# torchao is the one outside oracle of the formats: a required test dependency ([test] extra),
+# so its absence is a collection error, never a skip.
+from torchao.prototype.mx_formats import mx_tensor as torchao_mx
 
 from kernels import formats
 from kernels.formats import (
@@ -415,8 +418,8 @@ def test_quantize_rejects_bad_shapes(shape):
 # ----------------------------------------------------------------------------- quantize vs torchao
 
 def _torchao_mx(x: torch.Tensor):
-    mx = pytest.importorskip("torchao.prototype.mx_formats.mx_tensor")
-    scale, data = mx.to_mx(x, torch.float4_e2m1fn_x2, 32, mx.ScaleCalculationMode.EVEN)
+    scale, data = torchao_mx.to_mx(x, torch.float4_e2m1fn_x2, 32,
+                                   torchao_mx.ScaleCalculationMode.EVEN)
     rows = x.shape[0]
     return scale.view(torch.uint8).view(rows, -1), data.view(torch.uint8).view(rows, -1)
 

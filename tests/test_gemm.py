@@ -89,60 +89,52 @@ def test_several_seeds_of_a_task_shape(device, seed):
 # ---------------------------------------------------------------------------------------
 
 CONFIG_CASES = [
+    # (m, n, k), config, K splits launched (worked out by hand: K/split_k rounded up to whole
+    # BLOCK_K tiles, then as many of those as K needs)
     # single pass, every BLOCK_N, ragged N and K
-    ((16, 208, 576), GemmConfig(16, 32, 256)),
-    ((16, 192, 512), GemmConfig(16, 32, 512)),
-    ((8, 208, 1024), GemmConfig(16, 64, 512)),
-    ((33, 192, 320), GemmConfig(32, 128, 256)),
-    ((16, 192, 1536), GemmConfig(16, 128, 1024)),
-    ((8, 320, 512), GemmConfig(16, 256, 512)),
-    ((4, 272, 576), GemmConfig(16, 256, 256)),
-    ((64, 128, 256), GemmConfig(64, 128, 256, cache_modifier=".cg")),
-    ((3, 64, 512), GemmConfig(16, 64, 512)),
+    ((16, 208, 576), GemmConfig(16, 32, 256), 1),
+    ((16, 192, 512), GemmConfig(16, 32, 512), 1),
+    ((8, 208, 1024), GemmConfig(16, 64, 512), 1),
+    ((33, 192, 320), GemmConfig(32, 128, 256), 1),
+    ((16, 192, 1536), GemmConfig(16, 128, 1024), 1),
+    ((8, 320, 512), GemmConfig(16, 256, 512), 1),
+    ((4, 272, 576), GemmConfig(16, 256, 256), 1),
+    ((64, 128, 256), GemmConfig(64, 128, 256, cache_modifier=".cg"), 1),
+    ((3, 64, 512), GemmConfig(16, 64, 512), 1),
     # split-K
-    ((8, 256, 1536), GemmConfig(16, 128, 512, split_k=2)),    # 2 x 1024: the last half empty
-    ((8, 192, 1536), GemmConfig(16, 64, 256, split_k=3)),     # 3 x 512
-    ((4, 208, 1344), GemmConfig(16, 64, 256, split_k=4)),     # 3 x 512, last one ragged
-    ((16, 256, 2048), GemmConfig(16, 64, 512, split_k=4)),    # 4 x 512
-    ((8, 80, 576), GemmConfig(16, 32, 256, split_k=3)),       # 3 x 256, the last one 64 wide
-    ((33, 320, 1024), GemmConfig(16, 256, 256, split_k=2, reduce_block_m=32, reduce_block_n=128)),
+    ((8, 256, 1536), GemmConfig(16, 128, 512, split_k=2), 2),    # 768 -> 1024: 2 splits, the 2nd half empty
+    ((8, 192, 1536), GemmConfig(16, 64, 256, split_k=3), 3),     # 3 x 512
+    ((4, 208, 1344), GemmConfig(16, 64, 256, split_k=4), 3),     # 336 -> 512: 3 splits, last ragged
+    ((16, 256, 2048), GemmConfig(16, 64, 512, split_k=4), 4),    # 4 x 512
+    ((8, 80, 576), GemmConfig(16, 32, 256, split_k=3), 3),       # 192 -> 256: 3, the last 64 wide
+    ((33, 320, 1024), GemmConfig(16, 256, 256, split_k=2, reduce_block_m=32, reduce_block_n=128), 2),
     # grouped tile order over several M tiles
-    ((256, 192, 256), GemmConfig(16, 64, 256, group_m=2)),    # 16 x 3 tiles
-    ((80, 208, 512), GemmConfig(16, 64, 512, group_m=2)),     # 5 M tiles: the last group has 1
-    ((112, 192, 256), GemmConfig(16, 32, 256, group_m=3)),    # 7 M tiles in groups of 3, 3, 1
-    ((64, 192, 1024), GemmConfig(16, 128, 256, split_k=2, group_m=2)),
-    ((64, 128, 512), GemmConfig(16, 64, 512, group_m=8)),     # group_m > M tiles
+    ((256, 192, 256), GemmConfig(16, 64, 256, group_m=2), 1),    # 16 x 3 tiles
+    ((80, 208, 512), GemmConfig(16, 64, 512, group_m=2), 1),     # 5 M tiles: the last group has 1
+    ((112, 192, 256), GemmConfig(16, 32, 256, group_m=3), 1),    # 7 M tiles in groups of 3, 3, 1
+    ((64, 192, 1024), GemmConfig(16, 128, 256, split_k=2, group_m=2), 2),
+    ((64, 128, 512), GemmConfig(16, 64, 512, group_m=8), 1),     # group_m > M tiles
 ]
-
-
-def cdiv(a, b):
-    return -(-a // b)
-
-
-def expected_splits(config, k):
-    """K splits launched: K/split_k rounded up to whole BLOCK_K tiles, empty splits dropped."""
-    split_size = cdiv(cdiv(k, config.split_k), config.block_k) * config.block_k
-    return cdiv(k, split_size)
 
 
 VARIANTS = {   # name: the GemmConfig fields that select it
     "reduce-kernel": {},
     "last-program": {"split_k_reduce": "last_program"},
 }
-VARIANT_CASES = [(shape, dataclasses.replace(config, **fields), name)
-                 for shape, config in CONFIG_CASES for name, fields in VARIANTS.items()
+VARIANT_CASES = [(shape, dataclasses.replace(config, **fields), splits, name)
+                 for shape, config, splits in CONFIG_CASES for name, fields in VARIANTS.items()
                  if config.split_k > 1 or "split_k_reduce" not in fields]
 
 
-@pytest.mark.parametrize("shape, config, variant", VARIANT_CASES,
+@pytest.mark.parametrize("shape, config, splits, variant", VARIANT_CASES,
                          ids=[f"{m}x{n}x{k}-bm{c.block_m}-bn{c.block_n}-bk{c.block_k}"
                               f"-sk{c.split_k}-g{c.group_m}-{name}"
-                              for (m, n, k), c, name in VARIANT_CASES])
-def test_explicit_config_matches_reference(device, shape, config, variant):
+                              for (m, n, k), c, _, name in VARIANT_CASES])
+def test_explicit_config_matches_reference(device, shape, config, splits, variant):
     m, n, k = shape
     data = reference.generate_input(m, n, k, seed=k + 3 * n + 7 * m, device=device)
     launcher, out = run_config(config, data)
-    assert launcher.splits == expected_splits(config, k)
+    assert launcher.splits == splits
     two_launches = launcher.splits > 1 and config.split_k_reduce == "kernel"
     assert launcher.launches_per_call == (2 if two_launches else 1)
     assert_correct(data, out)

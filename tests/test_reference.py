@@ -226,14 +226,27 @@ def test_compare_lists_the_worst_element_first():
     assert worst.startswith("[3, 7]: got 1.5") and "[0, 1]" in worst
 
 
-@pytest.mark.parametrize("scale", [1.0, -1.0, 100.0, 0.0])
-def test_compare_tolerance_is_atol_plus_rtol_times_expected(scale):
+def test_the_tolerances_are_the_runners():
+    assert reference.ATOL == 1e-2 and reference.RTOL == 1e-2
+
+
+# limit = 1e-2 + 1e-2 * |expected|, written out: the runner's tolerance (task.md).
+@pytest.mark.parametrize("scale, limit", [(1.0, 0.02), (-1.0, 0.02), (100.0, 1.01), (0.0, 0.01)])
+def test_compare_tolerance_is_atol_plus_rtol_times_expected(scale, limit):
     expected = torch.full((2, 4), scale, dtype=torch.float32)
-    limit = reference.ATOL + reference.RTOL * abs(scale)
     assert reference.compare(expected + 0.99 * limit, expected)[0]
     assert reference.compare(expected - 0.99 * limit, expected)[0]
     assert not reference.compare(expected + 1.01 * limit, expected)[0]
     assert not reference.compare(expected - 1.01 * limit, expected)[0]
+
+
+def test_check_implementation_uses_the_runners_tolerance(device):
+    """An error of 0.9x the runner's limit passes the check, 1.1x fails it."""
+    data = reference.generate_input(4, 64, 256, seed=9, device=device)
+    want = reference.ref_kernel(data).float()
+    limit = 1e-2 + 1e-2 * want.abs()
+    assert reference.check_implementation(data, want + 0.9 * limit)[0]
+    assert not reference.check_implementation(data, want + 1.1 * limit)[0]
 
 
 def test_compare_nan_where_finite_expected_fails():
