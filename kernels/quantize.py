@@ -201,14 +201,16 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
     NUM_BLOCKS: tl.constexpr = BLOCK_K // 32
     if x.dtype == tl.bfloat16:
         bits = x.to(tl.uint16, bitcast=True).reshape(BLOCK_M, NUM_BLOCKS, 32)
-        amax = tl.max(bits & 0x7FFF, axis=2).to(tl.uint32)
+        # Twice the block amax's magnitude bits: the shift drops the sign (cheaper than a mask
+        # in LLVM's packed 16-bit code on gfx950).
+        amax2 = tl.max(bits << 1, axis=2).to(tl.uint32)
         # One uniform test for the whole tile: every block amax in the fast range.
-        outside = (amax - FAST_AMAX_MIN).to(tl.uint32, bitcast=True)
-        fast = tl.max(outside) <= FAST_AMAX_MAX - FAST_AMAX_MIN
+        outside = amax2 - 2 * FAST_AMAX_MIN
+        fast = tl.max(outside) <= 2 * (FAST_AMAX_MAX - FAST_AMAX_MIN)
     else:
         fast = False
     if fast:
-        exponent = ((amax + 0x20) >> 7)[:, :, None]
+        exponent = ((amax2 + 0x40) >> 8)[:, :, None]     # (amax + 0x20) >> 7
         if HW_CVT:
             words = _hardware_words(bits, exponent, BLOCK_M, NUM_BLOCKS)
         else:
