@@ -1,7 +1,7 @@
 """Cross-compile the configured kernels for gfx950 (or sm_90) and report their resources.
 
     python -m tools.isa --arch gfx950 [--quantizer hardware|software] [--json FILE]
-                        [--asm-dir DIR] [--sweep M,N,K ...] [--triton VERSION]
+                        [--asm-dir DIR] [--sweep SHAPES ...] [--triton VERSION]
     python -m tools.isa --arch gfx950 --compare-tritons 3.6.0,3.7.0,3.8.0,3.9.0 [--markdown FILE]
     python -m tools.isa --arch sm_90 [--json FILE]
 
@@ -64,6 +64,7 @@ import triton                                # noqa: E402
 from kernels import formats                  # noqa: E402
 from launchers.configs import GEMM_CONFIGS   # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
+from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes, usage_error  # noqa: E402
 from tools.cross_compile import (GFX950, ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
                                  compile_for, run_with_triton)
 
@@ -377,13 +378,6 @@ def format_table(rows) -> str:
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
-def _shape(word: str) -> tuple:
-    parts = word.split(",")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise argparse.ArgumentTypeError(f"expected M,N,K (three positive integers), got {word!r}")
-    return tuple(int(p) for p in parts)
-
-
 def _version(word: str) -> str:
     if not _VERSION.match(word):
         raise argparse.ArgumentTypeError(f"expected a Triton release like 3.6.0, got {word!r}")
@@ -404,8 +398,9 @@ def main(argv=None):
     parser.add_argument("--json", help="write the rows as a JSON list to this file")
     parser.add_argument("--asm-dir", metavar="DIR",
                         help="write each gfx950 row's assembly into DIR (the row's \"asm\")")
-    parser.add_argument("--sweep", nargs="+", metavar="M,N,K", type=_shape,
-                        help="report tools.tune's stage-1 candidates for these shapes instead")
+    parser.add_argument("--sweep", nargs="+", metavar="SHAPES",
+                        help="report tools.tune's stage-1 candidates for these shapes instead: "
+                             + SHAPES_HELP)
     parser.add_argument("--triton", default=RUNNER_TRITON, type=_version, metavar="VERSION",
                         help=f"the Triton release that compiles (default {RUNNER_TRITON}, the "
                              "runner's); installed into .triton/VERSION on first use")
@@ -415,6 +410,10 @@ def main(argv=None):
     parser.add_argument("--markdown", metavar="FILE",
                         help="with --compare-tritons: also write the markdown table to FILE")
     args = parser.parse_args(argv)
+    try:
+        sweep_shapes = parse_plain_shapes(args.sweep) if args.sweep else None
+    except UsageError as error:
+        return usage_error(parser.prog, error)
     if args.compare_tritons:
         if args.arch != "gfx950" or args.sweep or args.json or args.asm_dir:
             parser.error("--compare-tritons takes only --arch gfx950 and --markdown")
@@ -438,7 +437,7 @@ def main(argv=None):
     else:
         if args.asm_dir:
             os.makedirs(args.asm_dir, exist_ok=True)
-        rows = (sweep(args.sweep, hw_cvt, args.asm_dir) if args.sweep
+        rows = (sweep(sweep_shapes, hw_cvt, args.asm_dir) if sweep_shapes
                 else report(args.arch, hw_cvt, args.asm_dir))
         print(format_table(rows))
     if args.json:
