@@ -4,7 +4,8 @@ For each benchmark shape, at most 7 alternatives to the table's entry (launchers
 which the tuner times first; fields left out take GemmConfig's defaults. Each is proven before
 it is timed (launchers.tuner). gfx950: the single-launch split-K (last_program, release-ordered
 there) beside the two-launch split and unsplit tiles, narrow tiles with 1 or 2 warps, the XCD
-remap and .wt stores (the options winning MI355X entries used); sm_90: the neighbours of the
+remap and .wt stores (the options winning MI355X entries used); none spills or needs scratch
+under Triton 3.6.0 (python -m tools.isa --arch gfx950 --candidates); sm_90: the neighbours of the
 tools.tune winners.
 """
 
@@ -21,7 +22,7 @@ CANDIDATES = {
         (16, 2112, 7168): [
             {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},
             {'block_m': 16, 'block_n': 64, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},
-            {'block_m': 16, 'block_n': 32, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg', 'waves_per_eu': 4},
+            {'block_m': 16, 'block_n': 32, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},
             {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 7, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},
             {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg', 'num_xcds': 8},
             {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg', 'store_modifier': '.wt'},
@@ -50,7 +51,7 @@ CANDIDATES = {
             {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg', 'num_xcds': 8},
             {'block_m': 32, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
             {'block_m': 64, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
-            {'block_m': 128, 'block_n': 32, 'block_k': 512, 'num_stages': 2},
+            {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
             {'block_m': 32, 'block_n': 64, 'block_k': 512, 'cache_modifier': '.cg'},
             {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg', 'store_modifier': '.wt'},
         ],

@@ -92,6 +92,51 @@ def test_report_has_the_documented_keys_and_sane_figures(isa_rows):
         assert row["k_loop"] == (k_tiles > 1), row["shape"]
 
 
+BENCHMARK_SHAPES = [(4, 2880, 512), (16, 2112, 7168), (32, 4096, 512), (32, 2880, 512),
+                    (64, 7168, 2048), (256, 3072, 1536)]
+
+
+def test_the_hardware_quantizers_fast_path_spends_at_most_8_instructions_per_element(
+        isa_rows):
+    """With the hardware quantizer (gfx950's), on every benchmark shape's GEMM: what an
+    ordinary tile runs (the slow path's instructions excluded) is at most 8 static instructions
+    per A element per lane (the software recipe's fast path: about 23)."""
+    quantizer, rows = isa_rows
+    gemms = {tuple(r["shape"]): r for r in rows if r["kernel"] == "gemm"}
+    bar = 8 if quantizer == "hardware" else 30
+    for shape in BENCHMARK_SHAPES:
+        row = gemms[shape]
+        assert 0 < row["fast_path_instructions_per_element"] <= bar, (quantizer, shape)
+        assert row["fast_path_instructions_per_element"] \
+            < row["quantizer_instructions_per_element"], (quantizer, shape)
+
+
+def test_every_import_time_candidate_compiles_without_spills_and_splits_release_ordered(
+        tmp_path):
+    """tools.isa --candidates: each gfx950 candidate of the tuner (the table's entry first),
+    every kernel, Triton 3.6.0; each in-kernel split-K reduce is release-ordered."""
+    from launchers.candidates import CANDIDATES
+    from launchers.tuner import candidate_configs
+    out = tmp_path / "candidates.json"
+    done = _isa("--arch", "gfx950", "--candidates", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(out.read_text())
+    assert {row["triton"] for row in rows} == {RUNNER_TRITON}
+    for shape in CANDIDATES["gfx950"]:
+        configs = candidate_configs("gfx950", shape)
+        gemms = [r for r in rows if tuple(r["shape"]) == shape and r["kernel"] == "gemm"]
+        assert [GemmConfig(**r["config"]) for r in gemms] == configs, shape
+        assert [r["candidate"] for r in gemms] == list(range(len(configs)))
+    in_kernel = [r for r in rows if r["kernel"] == "gemm" and r["config"]["split_k"] > 1
+                 and r["config"]["split_k_reduce"] == "last_program"]
+    assert in_kernel and all(r["release_ordered"] is True for r in in_kernel)
+    assert not any("release_ordered" in r for r in rows if r not in in_kernel)
+    for row in rows:
+        assert "error" not in row, row["shape"]
+        assert row["scratch_bytes"] == 0 and row["vgpr_spills"] == 0, (row["shape"],
+                                                                       row["config"])
+
+
 def test_sweep_has_narrow_tiles_with_fewer_warps_and_less_mfma_replication(tmp_path):
     """4x2880x512, 16x32x512 tiles: 4 warps issue 4x the MFMAs they need, 2 warps 2x; with 1
     warp Triton 3.6 gives up the scaled MFMA and multiplies in bf16 (once)."""
@@ -119,6 +164,8 @@ SYNTHETIC_ASM = """\t.file\t1 "{kernels}" "preshuffle_gemm.py"
 \tv_max_f32_e32 v1, v1, v2
 \t.loc\t3 40 5 ; quantize.py:40:5 @[ preshuffle_gemm.py:124:63 ]
 \tv_cvt_scalef32_pk_fp4_f32 v3, v1, v2, v4
+\t.loc\t2 43 17 ; standard.py:43:17 @[ quantize.py:60:12 @[ quantize.py:{slow}:20 @[ preshuffle_gemm.py:124:63 ] ] ]
+\tv_cmp_u_f32_e32 vcc, v1, v1
 \t.loc\t2 50 1 ; standard.py:50:1 @[ preshuffle_gemm.py:41:27 ]
 \tv_add_u32_e32 v5, v5, v6
 \t.loc\t1 125 10 ; preshuffle_gemm.py:125:10
@@ -136,12 +183,14 @@ import triton
 from launchers.configs import GemmConfig
 from tools import isa
 asm = Path(sys.argv[1]).read_text().format(kernels=isa.QUANTIZER_SOURCE.parent,
-                                           library=Path(triton.__file__).parent / "language")
+                                           library=Path(triton.__file__).parent / "language",
+                                           slow=isa.slow_path_lines()[0])
 instructions, labels, branches = isa.annotated_instructions(asm)
 body = isa.k_loop_body(instructions, labels, branches)
 print(json.dumps(dict(
-    quantizer=[name for name, source in instructions if source == isa.QUANTIZER_SOURCE],
-    body=[name for name, _ in body],
+    quantizer=[name for name, source, _ in instructions if source == isa.QUANTIZER_SOURCE],
+    slow=[name for name, _, slow in instructions if slow],
+    body=[name for name, _, _ in body],
     per_tile=isa.per_k_tile(asm, GemmConfig(16, 32, 256, num_warps=4), 1024))))
 """
 
@@ -155,13 +204,19 @@ def test_quantizer_attribution_follows_the_innermost_project_frame(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout)
-    assert found["quantizer"] == ["v_max_f32_e32", "v_cvt_scalef32_pk_fp4_f32"]
-    assert found["body"] == ["v_max_f32_e32", "v_cvt_scalef32_pk_fp4_f32", "v_add_u32_e32",
-                             "v_mfma_scale_f32_16x16x128_f8f6f4", "s_cbranch_scc1"]
+    assert found["quantizer"] == ["v_max_f32_e32", "v_cvt_scalef32_pk_fp4_f32",
+                                  "v_cmp_u_f32_e32"]
+    # Called (through two frames) from a line of the slow branch of `if fast:`.
+    assert found["slow"] == ["v_cmp_u_f32_e32"]
+    assert found["body"] == ["v_max_f32_e32", "v_cvt_scalef32_pk_fp4_f32", "v_cmp_u_f32_e32",
+                             "v_add_u32_e32", "v_mfma_scale_f32_16x16x128_f8f6f4",
+                             "s_cbranch_scc1"]
     per_tile = found["per_tile"]
-    assert per_tile["k_loop"] and per_tile["k_tile_instructions"] == 5
-    # 2 quantizer instructions over 16*256 / (64*4) = 16 A elements per lane.
-    assert per_tile["quantizer_instructions_per_element"] == round(2 / 16, 1)
+    assert per_tile["k_loop"] and per_tile["k_tile_instructions"] == 6
+    # 3 quantizer instructions (2 off the slow path) over 16*256 / (64*4) = 16 A elements
+    # per lane.
+    assert per_tile["quantizer_instructions_per_element"] == round(3 / 16, 1)
+    assert per_tile["fast_path_instructions_per_element"] == round(2 / 16, 1)
     # One 16x16x128 MFMA per wave, 4 waves, for a 16x32x256 tile: 4*32768 / 131072.
     assert per_tile["mfma_replication"] == 1.0
 

@@ -6,7 +6,8 @@ the scale operand 2^(byte - 127) for every tile whose block amaxes all lie in
 [FAST_AMAX_MIN, FAST_AMAX_MAX], and the proof below covers every bf16 value in every such block.
 Everything else takes the software recipe (tests/test_quantize_kernel.py). The interpreter runs
 the kernel's HW_CVT branch with a Triton model in place of the asm (tests/test_quantize_kernel.py,
-below for GEMMs), and launchers.selfcheck confirms the equivalence on the real chip at import.
+below for GEMMs), and on the chip every launcher is proven against the reference when it is built
+(launchers/proof.py), the hardware quantizer's first (launchers/ladder.py).
 """
 
 import math
@@ -17,7 +18,6 @@ import torch
 import reference
 from kernels import formats
 from kernels.quantize import FAST_AMAX_MAX, FAST_AMAX_MIN
-from launchers import selfcheck
 from launchers.configs import GemmConfig
 from launchers.gemm import GemmLauncher
 
@@ -138,29 +138,3 @@ def test_gemm_with_the_hardware_quantizer_matches_the_software_one_and_the_refer
     finite = torch.isfinite(outs[1]).all(dim=1)
     want = reference.ref_kernel(data)
     assert reference.compare(outs[0][finite], want[finite])[0]
-
-
-# ------------------------------------------------------------------ import-time self-check
-
-def test_self_check_accepts_equal_results():
-    cases = [torch.tensor([1.0, math.nan, 0.0]), torch.tensor([-0.0])]
-    assert selfcheck.choose_hardware_quantizer(lambda case, hw: case.clone(), cases)
-
-
-def test_self_check_falls_back_when_results_differ(capsys):
-    cases = [torch.ones(4), torch.ones(4)]
-    run = lambda case, hw: case + (1e-3 if hw else 0.0)
-    assert not selfcheck.choose_hardware_quantizer(run, cases)
-    assert "using the software quantizer" in capsys.readouterr().err
-
-
-def test_self_check_is_off_where_there_is_no_instruction():
-    assert not selfcheck.hardware_quantizer_ok("sm_90", "cuda", "cpu")
-    assert not selfcheck.hardware_quantizer_ok("interpreter", "interpreter", "cpu")
-
-
-def test_self_check_inputs_hold_ties_and_special_values():
-    (_, b, s), (special, _, _) = selfcheck.self_check_inputs("cpu")
-    assert torch.isnan(special.float()).any() and torch.isinf(special.float()).any()
-    assert special.shape == (selfcheck.SELF_CHECK_SHAPE[0], selfcheck.SELF_CHECK_SHAPE[2])
-    assert b.shape[0] == selfcheck.SELF_CHECK_SHAPE[1]

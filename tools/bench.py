@@ -225,15 +225,14 @@ def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):
     from kernels.quantize import quantize_rows
     from launchers import current_target, launcher_for
     from launchers.gemm import GemmLauncher
-    from launchers.selfcheck import hardware_quantizer_ok
     from submission import custom_kernel
 
     m, n, k = spec["m"], spec["n"], spec["k"]
     data = reference.generate_input(m, n, k, spec["seed"], device="cuda")
     a, b, _, b_shuffle, b_scale_sh = data
     launcher = launcher_for(a, n)
-    backend, arch = current_target(a.device)
-    hw_cvt = hardware_quantizer_ok(arch, backend, str(a.device))
+    backend, _ = current_target(a.device)
+    hw_cvt = launcher.hw_cvt      # the quantizer the proven launcher uses
     unfused_gemm = GemmLauncher(launcher.config, backend, m, n, k, a.stride(), a.device,
                                 a_prequantized=True)
 

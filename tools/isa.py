@@ -1,7 +1,7 @@
 """Cross-compile the configured kernels for gfx950 (or sm_90) and report their resources.
 
     python -m tools.isa --arch gfx950 [--quantizer hardware|software] [--json FILE]
-                        [--asm-dir DIR] [--sweep SHAPES ...] [--triton VERSION]
+                        [--asm-dir DIR] [--sweep SHAPES ... | --candidates] [--triton VERSION]
     python -m tools.isa --arch gfx950 --compare-tritons 3.6.0,3.7.0,3.8.0,3.9.0 [--markdown FILE]
     python -m tools.isa --arch sm_90 [--json FILE]
 
@@ -15,7 +15,12 @@ Per entry of the arch's config table (the 10 task shapes) and per kernel (the GE
 split-K reduce where the config splits K): VGPRs, AGPRs, SGPRs, LDS bytes, scratch bytes,
 spills, occupancy, workgroups against the 256 CUs, and instruction counts. With --sweep, the
 same for the GEMM of every stage-1 candidate that tools.tune would try on gfx950 for each given
-shape (the material the table is chosen from). With --asm-dir, each row's assembly is written
+shape (the material the table is chosen from). With --candidates, the same for every kernel
+of every import-time tuning candidate of gfx950 (launchers/candidates.py, each shape's table
+entry first; rows carry "candidate", its index). A GEMM row whose config reduces split-K in the
+kernel (split_k_reduce "last_program") carries "release_ordered": whether its assembly orders
+every wave's partial stores before the tile counter's atomic and the last program's loads
+after it (tools.release_order). With --asm-dir, each row's assembly is written
 there and the row names its file ("asm"). --compare-tritons compiles the table with each
 release and both quantizers and prints a markdown table of them side by side. Runs offline on
 a CPU: no AMD GPU is involved.
@@ -35,6 +40,11 @@ instructions one wave runs per K tile) and:
   Triton's own library, e.g. standard.py for tl.max) is kernels/quantize.py. The chain is the
   comment LLVM writes after each .loc directive ("f.py:L:C @[ caller.py:L:C @[ ... ] ]"); its
   file names are resolved through the .file directives.
+- "fast_path_instructions_per_element": the same without the quantizer's slow path (an
+  instruction whose chain holds a line of the `else` branch of `if fast:` in
+  quantize_tile_mxfp4): what a tile of ordinary values (no NaN, inf or extreme block amax)
+  spends. LLVM may merge or move instructions across the branch; the attribution follows
+  their .loc.
 - "mfma_replication": the MFMA work the workgroup issues (static count x MFMA M*N*K x waves,
   scaled MFMAs or, where Triton lowers dot_scaled to them, bf16 ones) over the tile's
   BLOCK_M*BLOCK_N*BLOCK_K; 1 means no wave repeats another's products.
@@ -46,6 +56,7 @@ warps x programs x K tiles per program; the loop body dominates the count) with 
 that takes at one instruction per cycle on each of the H200's 528 schedulers at 1.98 GHz.
 """
 
+import ast
 import argparse
 import datetime
 import json
@@ -62,9 +73,10 @@ os.environ.pop("TRITON_INTERPRET", None)   # compiling needs the real JIT functi
 import triton                                # noqa: E402
 
 from kernels import formats                  # noqa: E402
-from launchers.configs import GEMM_CONFIGS   # noqa: E402
+from launchers.configs import GEMM_CONFIGS, GemmConfig  # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
 from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes, usage_error  # noqa: E402
+from tools.release_order import release_ordered  # noqa: E402
 from tools.cross_compile import (GFX950, ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
                                  compile_for, run_with_triton)
 
@@ -80,7 +92,7 @@ _MNEMONIC = re.compile(r"^\s+([a-z][a-z0-9_]*)\b", re.MULTILINE)
 _SCALED_MFMA = re.compile(r"^v_mfma_scale_")
 _MFMA = re.compile(r"^v_mfma_(?:scale_)?[a-z0-9]+_(\d+)x(\d+)x(\d+)")
 _FILE = re.compile(r'^\s*\.file\s+\d+\s+"([^"]*)"\s+"([^"]*)"', re.MULTILINE)
-_FRAME = re.compile(r"([^\s:@\[\]]*):\d+:\d+")
+_FRAME = re.compile(r"([^\s:@\[\]]*):(\d+):\d+")
 _LABEL = re.compile(r"^(\.?\w+):")
 _PTX_INSTRUCTION = re.compile(r"^\s+(?:@!?%p\d+\s+)?([a-z][\w.]*)", re.MULTILINE)
 H200_SCHEDULERS = 132 * 4
@@ -134,18 +146,33 @@ def _project_frame_resolver(amdgcn: str):
     return resolved
 
 
+def slow_path_lines(path: Path = QUANTIZER_SOURCE) -> range:
+    """The source lines of the quantizer's slow path: the `else` branch of `if fast:` in
+    quantize_tile_mxfp4 (what a tile with a NaN, inf or extreme block amax runs)."""
+    tree = ast.parse(path.read_text())
+    function = next(node for node in ast.walk(tree)
+                    if isinstance(node, ast.FunctionDef) and node.name == "quantize_tile_mxfp4")
+    branch = next(node for node in ast.walk(function) if isinstance(node, ast.If)
+                  and isinstance(node.test, ast.Name) and node.test.id == "fast")
+    return range(branch.orelse[0].lineno, branch.orelse[-1].end_lineno + 1)
+
+
 def annotated_instructions(amdgcn: str) -> tuple:
-    """([(mnemonic, source path of the innermost project frame or None)], {label: index},
-    [(index, target label)] of the branches), in the kernel's code order."""
+    """([(mnemonic, source path of the innermost project frame or None, on the quantizer's slow
+    path)], {label: index}, [(index, target label)] of the branches), in the kernel's code
+    order. An instruction is on the slow path when a frame of its chain is a line of it."""
     code = _code(amdgcn)
     project = _project_frame_resolver(amdgcn)
+    slow_lines = slow_path_lines()
     instructions, labels, branches = [], {}, []
-    source = None
+    source, slow = None, False
     for line in code.splitlines():
         stripped = line.strip()
         if stripped.startswith(".loc"):
             chain = _FRAME.findall(line.split(";", 1)[1]) if ";" in line else []
-            source = next((project[name] for name in chain if project.get(name)), None)
+            source = next((project[name] for name, _ in chain if project.get(name)), None)
+            slow = any(project.get(name) == QUANTIZER_SOURCE and int(number) in slow_lines
+                       for name, number in chain)
             continue
         label = _LABEL.match(line)
         if label:
@@ -156,7 +183,7 @@ def annotated_instructions(amdgcn: str) -> tuple:
             name = mnemonic.group(1)
             if name.startswith(("s_branch", "s_cbranch")):
                 branches.append((len(instructions), stripped.split()[-1]))
-            instructions.append((name, source))
+            instructions.append((name, source, slow))
     return instructions, labels, branches
 
 
@@ -168,7 +195,7 @@ def k_loop_body(instructions, labels, branches):
         start = labels.get(target)
         if start is not None and start <= at:
             body = instructions[start:at + 1]
-            if any(_MFMA.match(name) for name, _ in body):
+            if any(_MFMA.match(name) for name, _, _ in body):
                 loops.append(body)
     return min(loops, key=len) if loops else None
 
@@ -180,16 +207,19 @@ def per_k_tile(amdgcn: str, config, k: int) -> dict:
     k_tiles = 1 if body is not None else formats.cdiv(config.splits_for(k)[1], config.block_k)
     body = instructions if body is None else body
     elements_per_lane = config.block_m * config.block_k / (WAVE * config.num_warps)
-    quantizer = sum(source == QUANTIZER_SOURCE for _, source in body)
+    quantizer = sum(source == QUANTIZER_SOURCE for _, source, _ in body)
+    fast = sum(source == QUANTIZER_SOURCE and not slow for _, source, slow in body)
     mfma_work = 0
-    for name, _ in body:
+    for name, _, _ in body:
         size = _MFMA.match(name)
         if size:
             mfma_work += int(size.group(1)) * int(size.group(2)) * int(size.group(3))
     needed = config.block_m * config.block_n * config.block_k
     per_element = quantizer / k_tiles / elements_per_lane
+    fast_per_element = fast / k_tiles / elements_per_lane
     return dict(k_loop=body is not instructions, k_tile_instructions=round(len(body) / k_tiles, 1),
                 quantizer_instructions_per_element=round(per_element, 1),
+                fast_path_instructions_per_element=round(fast_per_element, 1),
                 mfma_replication=round(mfma_work * config.num_warps / k_tiles / needed, 2))
 
 
@@ -220,6 +250,8 @@ def resource_row(shape, config, spec, hw_cvt: bool, asm_dir=None) -> dict:
         counts=instruction_counts(amdgcn))
     if spec.name == "gemm":
         row.update(per_k_tile(amdgcn, config, k))
+        if config.splits_for(k)[0] > 1 and config.split_k_reduce == "last_program":
+            row["release_ordered"] = release_ordered(amdgcn)
     if asm_dir is not None:
         c = config
         name = (f"{m}x{n}x{k}-{spec.name}-{row['quantizer']}-{c.block_m}x{c.block_n}x{c.block_k}"
@@ -237,6 +269,23 @@ def report(arch: str, hw_cvt: bool, asm_dir=None) -> list:
         for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", hw_cvt):
             rows.append(resource_row((m, n, k), config, spec, hw_cvt, asm_dir))
             print(f"compiled {m}x{n}x{k} {spec.name}", file=sys.stderr, flush=True)
+    return rows
+
+
+def candidates_report(hw_cvt: bool, asm_dir=None) -> list:
+    """Every import-time tuning candidate of gfx950 (launchers.tuner.candidate_configs: the
+    table's entry first), each kernel of each; rows carry "candidate" (its index)."""
+    from launchers.candidates import CANDIDATES
+    from launchers.tuner import candidate_configs
+    rows = []
+    for m, n, k in CANDIDATES["gfx950"]:
+        configs = candidate_configs("gfx950", (m, n, k))
+        for index, config in enumerate(configs):
+            for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", hw_cvt):
+                rows.append(dict(resource_row((m, n, k), config, spec, hw_cvt, asm_dir),
+                                 candidate=index))
+            print(f"compiled {m}x{n}x{k} candidate {index + 1}/{len(configs)}",
+                  file=sys.stderr, flush=True)
     return rows
 
 
@@ -310,6 +359,10 @@ def _scaled_mfmas(row) -> int:
     return sum(v for name, v in row["counts"].items() if _SCALED_MFMA.match(name))
 
 
+def _yes_no(flag) -> str:
+    return "" if flag is None else ("yes" if flag else "no")
+
+
 def _config_text(c: dict) -> str:
     return f"{c['block_m']}x{c['block_n']}x{c['block_k']}/{c['split_k']}/{c['num_warps']}"
 
@@ -354,13 +407,13 @@ def format_sm90_table(rows) -> str:
 
 
 def format_table(rows) -> str:
-    header = (f"{'shape':<16} {'kernel':<7} {'cfg BMxBNxBK/S/w':<19} {'vgpr':>4} {'agpr':>4} "
+    header = (f"{'shape':<16} {'kernel':<7} {'config':<34} {'vgpr':>4} {'agpr':>4} "
               f"{'sgpr':>4} {'lds':>6} {'scr':>3} {'spill':>5} {'occ':>3} {'WGs':>5} {'WG/CU':>5} "
-              f"{'cvt_fp4':>7} {'mfma_scale':>10} {'q/elem':>6} {'mfma_x':>6}")
+              f"{'cvt_fp4':>7} {'mfma_scale':>10} {'q/elem':>6} {'q/fast':>6} {'mfma_x':>6} {'rel':>3}")
     lines = [header]
     for row in rows:
         head = (f"{'x'.join(map(str, row['shape'])):<16} {row['kernel']:<7} "
-                f"{_config_text(row['config']):<19}")
+                f"{GemmConfig(**row['config']).label:<34}")
         if "error" in row:
             lines.append(f"{head} does not compile: {row['error']}")
             continue
@@ -371,7 +424,9 @@ def format_table(rows) -> str:
             f"{row['occupancy']:>3} {row['workgroups']:>5} {row['cu_coverage']:>5} "
             f"{_cvts(row):>7} {_scaled_mfmas(row):>10} "
             f"{row['quantizer_instructions_per_element'] if gemm else '':>6} "
-            f"{row['mfma_replication'] if gemm else '':>6}")
+            f"{row['fast_path_instructions_per_element'] if gemm else '':>6} "
+            f"{row['mfma_replication'] if gemm else '':>6} "
+            f"{_yes_no(row.get('release_ordered')):>3}")
     return "\n".join(lines)
 
 
@@ -401,6 +456,9 @@ def main(argv=None):
     parser.add_argument("--sweep", nargs="+", metavar="SHAPES",
                         help="report tools.tune's stage-1 candidates for these shapes instead: "
                              + SHAPES_HELP)
+    parser.add_argument("--candidates", action="store_true",
+                        help="report every gfx950 import-time tuning candidate "
+                             "(launchers/candidates.py, the table's entry first) instead")
     parser.add_argument("--triton", default=RUNNER_TRITON, type=_version, metavar="VERSION",
                         help=f"the Triton release that compiles (default {RUNNER_TRITON}, the "
                              "runner's); installed into .triton/VERSION on first use")
@@ -415,7 +473,7 @@ def main(argv=None):
     except UsageError as error:
         return usage_error(parser.prog, error)
     if args.compare_tritons:
-        if args.arch != "gfx950" or args.sweep or args.json or args.asm_dir:
+        if args.arch != "gfx950" or args.sweep or args.candidates or args.json or args.asm_dir:
             parser.error("--compare-tritons takes only --arch gfx950 and --markdown")
         table = compare_tritons(args.compare_tritons)
         print(table)
@@ -424,6 +482,8 @@ def main(argv=None):
         return 0
     if args.markdown:
         parser.error("--markdown goes with --compare-tritons")
+    if args.candidates and (args.sweep or args.arch != "gfx950"):
+        parser.error("--candidates takes neither --sweep nor --arch sm_90")
     if triton.__version__ != args.triton:
         if os.environ.get(SIDE_TRITON_ENV) == args.triton:
             print(f"tools.isa: the side install of Triton {args.triton} did not load "
@@ -437,8 +497,12 @@ def main(argv=None):
     else:
         if args.asm_dir:
             os.makedirs(args.asm_dir, exist_ok=True)
-        rows = (sweep(sweep_shapes, hw_cvt, args.asm_dir) if sweep_shapes
-                else report(args.arch, hw_cvt, args.asm_dir))
+        if args.candidates:
+            rows = candidates_report(hw_cvt, args.asm_dir)
+        elif sweep_shapes:
+            rows = sweep(sweep_shapes, hw_cvt, args.asm_dir)
+        else:
+            rows = report(args.arch, hw_cvt, args.asm_dir)
         print(format_table(rows))
     if args.json:
         with open(args.json, "w") as f:
