@@ -35,7 +35,6 @@ from pathlib import Path
 import torch
 import triton
 
-from tools import tune
 from tools.cli import SHAPES_HELP, UsageError, parse_shapes, usage_error
 from tools.evaluate import _num, geomean
 from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
@@ -257,7 +256,7 @@ def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):
                "standard": host_time_us(lambda: launcher.gemm.standard(*args), host_calls),
                "custom_kernel": host_time_us(variants["fused"], host_calls)}
     floor = floor_us(gemm_bytes(m, n, k), empty_kernel_us, bandwidth)
-    row = make_row(spec, timings, floor, launcher.launches_per_call, tune.short(launcher.config),
+    row = make_row(spec, timings, floor, launcher.launches_per_call, launcher.config.label,
                    host_us, failures)
     row["config_fields"] = dataclasses.asdict(launcher.config)
     return row

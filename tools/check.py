@@ -4,7 +4,8 @@
 
 With a GPU, custom_kernel runs compiled (the bypass launchers when available); without one,
 through the Triton interpreter (slow: minutes for the four test shapes). Prints one
-line per shape and seed, then the config and launcher used per shape. Exit codes: 0 all
+line per shape and seed, then per shape the launch (direct or standard), the split count, the
+ladder's rung that serves it (launchers/ladder.py) and the config. Exit codes: 0 all
 passed, 1 a check failed, 2 a usage error (one line on stderr).
 """
 
@@ -56,10 +57,12 @@ def main(argv=None):
                   f"{'pass' if ok else 'FAIL ' + message} ({seconds:.2f} s)", flush=True)
         launcher = launcher_for(data[0], n)
         used[(m, n, k)] = launcher
-    print("\nshape              launch    splits  config")
+    print(f"\n{'shape':<18} {'launch':<9} {'splits':>6}  {'served by':<20} config")
     for (m, n, k), launcher in used.items():
         kind = "direct" if launcher.is_direct else "standard"
-        print(f"{m:>5} {n:>5} {k:>5}  {kind:<9} {launcher.splits:>6}  {launcher.config}")
+        rung = getattr(launcher, "rung", "")
+        label = getattr(launcher.config, "label", launcher.config)
+        print(f"{m:>5} {n:>5} {k:>5}  {kind:<9} {launcher.splits:>6}  {rung:<20} {label}")
     total = len(shapes) * args.seeds
     print(f"\n{total - failures} passed, {failures} failed")
     return 1 if failures else 0

@@ -1,9 +1,6 @@
-"""The runner's timed call (docs/runner.md), for tools that time on a GPU.
-
-`RunnerLoop(clear_bytes)` keeps one cache-clear buffer; `loop.time(fn, calls)` runs, per call:
-synchronize; overwrite the buffer (a kernel that evicts L2 and keeps the GPU busy, so host time
-inside `fn` is hidden behind it, as behind the runner's 67 GB randn); record the start event;
-`fn()`; record the end event; synchronize. It returns the event times in microseconds.
+"""Timing helpers for the tools that time on a GPU (tools.bench, tools.tune), beside the
+runner's timed loop, whose one home is launchers/timing.py (`RunnerLoop`, re-exported here with
+its `DEFAULT_CLEAR_BYTES`; the import-time tuner uses it too).
 `host_time_us(fn, calls)` is the other figure: host time per call, without synchronization.
 """
 
@@ -13,26 +10,7 @@ import time
 
 import torch
 
-DEFAULT_CLEAR_BYTES = 512 << 20
-
-
-class RunnerLoop:
-    def __init__(self, clear_bytes: int = DEFAULT_CLEAR_BYTES, device="cuda"):
-        self.clear = torch.empty(max(1, clear_bytes // 4), dtype=torch.float32, device=device)
-
-    def time(self, fn, calls: int) -> list:
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        times = []
-        for _ in range(calls):
-            torch.cuda.synchronize()
-            self.clear.normal_()
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) * 1000.0)
-        return times
+from launchers.timing import DEFAULT_CLEAR_BYTES, RunnerLoop  # noqa: F401 (re-exported)
 
 
 def host_time_us(fn, calls: int) -> float:

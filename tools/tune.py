@@ -181,19 +181,6 @@ def measure(config, backend, data, loop, calls: int) -> dict:
     return {"ok": True, "launches": launcher.launches_per_call, **summary(times)}
 
 
-def short(config) -> str:
-    c = config
-    text = f"{c.block_m}x{c.block_n}x{c.block_k} sk{c.split_k}"
-    if c.split_k > 1:
-        text += "/lp" if c.split_k_reduce == "last_program" else "/rk"
-    text += f" w{c.num_warps} s{c.num_stages}"
-    if c.cache_modifier:
-        text += f" {c.cache_modifier}"
-    if c.waves_per_eu:
-        text += f" wpe{c.waves_per_eu}"
-    return text
-
-
 def tune_shape(shape, arch, backend, state, loop, pool, args, deadline, progress):
     import reference
     from launchers.configs import GemmConfig, config_for
@@ -227,7 +214,7 @@ def tune_shape(shape, arch, backend, state, loop, pool, args, deadline, progress
                 figure = (f"{result['median_us']:8.2f} µs" if result["ok"]
                           else f"rejected ({result['error'][:60]})")
                 best_text = f"   best {best['median_us']:.2f} µs" if best else ""
-                print(f"{progress} {name} {done}/{len(configs)} {short(config):<34} {figure}"
+                print(f"{progress} {name} {done}/{len(configs)} {config.label:<34} {figure}"
                       f"{best_text}", flush=True)
 
     baseline = config_for(arch, m, n, k)
@@ -323,7 +310,7 @@ def main(argv=None):
             winners[shape] = (best, note)
             base = f"{baseline['median_us']:.2f}" if baseline and baseline.get("ok") else "-"
             from launchers.configs import GemmConfig
-            lines.append(f"{'x'.join(map(str, shape)):<16} {short(GemmConfig(**best['config'])):<34} "
+            lines.append(f"{'x'.join(map(str, shape)):<16} {GemmConfig(**best['config']).label:<34} "
                          f"{best['median_us']:8.2f} µs (table before: {base} µs, {tried} tried)")
     print("\n".join(["", f"winners on {arch}:"] + lines))
     if args.write and winners:
