@@ -1,8 +1,8 @@
 """In-register MXFP4 quantization of a tile, bit-exact with kernels.formats.quantize_mxfp4.
 
-`quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K], HW_CVT) -> (codes uint8 [BLOCK_M, BLOCK_K/2],
-scales uint8 [BLOCK_M, BLOCK_K/32])`: per row, each run of 32 elements along K is one MX
-block. Two paths, chosen once per tile by a uniform branch:
+`quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K], HW_CVT, FAST_PATH) -> (codes uint8 [BLOCK_M,
+BLOCK_K/2], scales uint8 [BLOCK_M, BLOCK_K/32])`: per row, each run of 32 elements along K is
+one MX block. With HW_CVT or FAST_PATH, two paths, chosen once per tile by a uniform branch:
   - fast (a bf16 tile whose every block amax, as bf16 magnitude bits M, lies in
     [FAST_AMAX_MIN, FAST_AMAX_MAX]): no NaN, no inf, and a block exponent e_r = (M + 0x20) >> 7
     in [5, 254], so the scale byte is e_r - 2 with no clamp. The block amax is an integer max
@@ -12,6 +12,8 @@ block. Two paths, chosen once per tile by a uniform branch:
   - slow (any other tile, and every fp32 tile): the software recipe with its special-value
     work (NaN-ignoring amax, NaN payload quieting, the clamped scale), as aiter's
     _mxfp4_quant_op, for both quantizers.
+Without either (the software quantizer on NVIDIA, where the branch costs more than it saves),
+every tile takes the software recipe, its pairs packed directly.
 Why the fast range is enough for the instruction: see formats.cvt_scalef32_pk_fp4_bf16_model
 (inputs it documents) and tests/test_hw_quant.py (every bf16 value in every accepted block).
 Under the interpreter (no inline asm) `_cvt_model` stands in for the instruction.
@@ -197,9 +199,9 @@ def _software_words(bits, exponent, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.conste
 
 @triton.jit
 def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                        HW_CVT: tl.constexpr = False):
+                        HW_CVT: tl.constexpr = False, FAST_PATH: tl.constexpr = True):
     NUM_BLOCKS: tl.constexpr = BLOCK_K // 32
-    if x.dtype == tl.bfloat16:
+    if (HW_CVT or FAST_PATH) and x.dtype == tl.bfloat16:
         bits = x.to(tl.uint16, bitcast=True).reshape(BLOCK_M, NUM_BLOCKS, 32)
         # Twice the block amax's magnitude bits: the shift drops the sign (cheaper than a mask
         # in LLVM's packed 16-bit code on gfx950).
@@ -207,30 +209,36 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
         # One uniform test for the whole tile: every block amax in the fast range.
         outside = amax2 - 2 * FAST_AMAX_MIN
         fast = tl.max(outside) <= 2 * (FAST_AMAX_MAX - FAST_AMAX_MIN)
-    else:
-        fast = False
-    if fast:
-        exponent = ((amax2 + 0x40) >> 8)[:, :, None]     # (amax + 0x20) >> 7
-        if HW_CVT:
-            words = _hardware_words(bits, exponent, BLOCK_M, NUM_BLOCKS)
+        if fast:
+            exponent = ((amax2 + 0x40) >> 8)[:, :, None]     # (amax + 0x20) >> 7
+            if HW_CVT:
+                words = _hardware_words(bits, exponent, BLOCK_M, NUM_BLOCKS)
+            else:
+                words = _software_words(bits, exponent, BLOCK_M, NUM_BLOCKS)
+            scale = (exponent - 2).to(tl.int32).reshape(BLOCK_M, NUM_BLOCKS)
         else:
-            words = _software_words(bits, exponent, BLOCK_M, NUM_BLOCKS)
-        scale = (exponent - 2).to(tl.int32).reshape(BLOCK_M, NUM_BLOCKS)
+            q, scale = _prescaled_blocks(x, BLOCK_M, BLOCK_K)
+            words = _words(_e2m1_codes(q), BLOCK_M, NUM_BLOCKS)
+            scale = scale.reshape(BLOCK_M, NUM_BLOCKS)
+        if HW_CVT and not INTERPRETED:
+            # An empty asm (no instruction) hides the words from LLVM's vectorizer at the branch
+            # join; vectorized there, they cost a byte-by-byte repack before the LDS store.
+            words = tl.inline_asm_elementwise("", "=v,0", [words], dtype=tl.uint32,
+                                              is_pure=True, pack=1)
+        codes = _bytes(words).reshape(BLOCK_M, BLOCK_K // 2)
     else:
+        # The software recipe on every tile, its pairs packed directly (no branch join).
         q, scale = _prescaled_blocks(x, BLOCK_M, BLOCK_K)
-        words = _words(_e2m1_codes(q), BLOCK_M, NUM_BLOCKS)
+        low, high = tl.split(_e2m1_codes(q).reshape(BLOCK_M, BLOCK_K // 2, 2))
+        codes = (low | (high << 4)).to(tl.uint8)
         scale = scale.reshape(BLOCK_M, NUM_BLOCKS)
-    if HW_CVT and not INTERPRETED:
-        # An empty asm (no instruction) hides the words from LLVM's vectorizer at the branch
-        # join; vectorized there, they cost a byte-by-byte repack before the LDS store.
-        words = tl.inline_asm_elementwise("", "=v,0", [words], dtype=tl.uint32, is_pure=True,
-                                          pack=1)
-    return _bytes(words).reshape(BLOCK_M, BLOCK_K // 2), scale.to(tl.uint8)
+    return codes, scale.to(tl.uint8)
 
 
 @triton.jit
 def quantize_kernel(x_ptr, codes_ptr, scales_ptr, M, K, stride_xm,
-                    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, HW_CVT: tl.constexpr = False):
+                    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, HW_CVT: tl.constexpr = False,
+                    FAST_PATH: tl.constexpr = True):
     """x fp32/bf16 [M, K] (row stride stride_xm) -> codes uint8 [M, K/2], scales uint8 [M, K/32].
 
     M % BLOCK_M == 0 and K % BLOCK_K == 0; grid (M / BLOCK_M, K / BLOCK_K).
@@ -238,7 +246,7 @@ def quantize_kernel(x_ptr, codes_ptr, scales_ptr, M, K, stride_xm,
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :])
-    codes, scales = quantize_tile_mxfp4(x, BLOCK_M, BLOCK_K, HW_CVT)
+    codes, scales = quantize_tile_mxfp4(x, BLOCK_M, BLOCK_K, HW_CVT, FAST_PATH)
     code_cols = tl.program_id(1) * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
     scale_cols = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
     tl.store(codes_ptr + rows[:, None] * (K // 2) + code_cols[None, :], codes)
@@ -252,7 +260,7 @@ def _largest_power_of_two_dividing(x: int, at_most: int) -> int:
     return block
 
 
-def quantize_rows(x, hw_cvt: bool = False):
+def quantize_rows(x, hw_cvt: bool = False, fast_path: bool = True):
     """x bf16 [M, K] (K % 64 == 0, unit column stride) -> (codes uint8 [M, K/2], scales
     uint8 [M, K/32]), as kernels.formats.quantize_mxfp4. One standard Triton launch."""
     rows, k = x.shape
@@ -262,5 +270,5 @@ def quantize_rows(x, hw_cvt: bool = False):
     scales = torch.empty(rows, k // 32, dtype=torch.uint8, device=x.device)
     quantize_kernel[(rows // block_m, k // block_k)](x, codes, scales, rows, k, x.stride(0),
                                                      BLOCK_M=block_m, BLOCK_K=block_k,
-                                                     HW_CVT=hw_cvt)
+                                                     HW_CVT=hw_cvt, FAST_PATH=fast_path)
     return codes, scales

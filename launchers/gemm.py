@@ -28,6 +28,10 @@ from launchers.configs import GemmConfig
 # gemm_arguments puts (a, a_scales, b, b_scales, c, partials, counters, release_slots) first
 GEMM_TENSOR_ARGS = 8
 WARP_SIZE = {"hip": 64}   # 32 elsewhere
+# Backends whose GEMM quantizes A without the uniform fast path (kernels/quantize.py): on the
+# H200 it made the fused GEMM slower (tools.bench geomean 18.60 µs with it, 17.32 without,
+# 2026-12-04); the hardware quantizer always has it.
+WITHOUT_QUANT_FAST_PATH = ("cuda",)
 REDUCE_TENSOR_ARGS = 2  # reduce_arguments puts (partials, c) first
 
 
@@ -96,6 +100,7 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
                                split_size=split_size, reduce_in_gemm=reduce_in_gemm,
                                cache_modifier=config.cache_modifier, hw_cvt=hw_cvt,
+                               quant_fast_path=backend not in WITHOUT_QUANT_FAST_PATH,
                                a_scales=a_scales, num_xcds=config.num_xcds,
                                store_modifier=config.store_modifier,
                                release_every_wave=release_every_wave, threads=threads)
@@ -147,13 +152,19 @@ class GemmLauncher:
     def is_direct(self) -> bool:
         return self.gemm.is_direct and (self.reduce is None or self.reduce.is_direct)
 
-    def __call__(self, a, b_shuffle, b_scale_sh, a_scales=None, direct=True):
-        """direct=False takes the standard launch even where the bypass is available."""
+    def gemm_arguments(self, a, b_shuffle, b_scale_sh, a_scales=None) -> tuple:
+        """(the GEMM kernel's arguments in signature order, its partials, the new output C)."""
         b, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
         out = _output(self.m, self.n, self.device)
         partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
         gemm_args = ((a, a if a_scales is None else a_scales, b, b_scales, out, partials,
                       self.counters, self.release_slots) + self._gemm_constants)
+        return gemm_args, partials, out
+
+    def __call__(self, a, b_shuffle, b_scale_sh, a_scales=None, direct=True):
+        """direct=False takes the standard launch even where the bypass is available."""
+        gemm_args, partials, out = self.gemm_arguments(a, b_shuffle, b_scale_sh, a_scales)
+        a, _, b, b_scales = gemm_args[:4]
         direct = direct and aligned(a, b, b_scales)
         (self.gemm if direct else self.gemm.standard)(*gemm_args)
         if self.reduce is not None:

@@ -139,3 +139,27 @@ def test_without_a_gpu_it_exits_2_with_a_message():
 def test_bad_shapes_exit_2_before_looking_for_a_gpu(capsys):
     assert bench.main(["--shapes", "4,64,100"]) == 2
     assert "K must be a multiple of 64" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- host timing
+
+@pytest.mark.parametrize("split_k", [1, 2])
+def test_the_host_timed_launch_gets_the_launchers_own_arguments(split_k):
+    """tools.bench times `launcher.gemm.standard(*launcher.gemm_arguments(...)[0])`: the same
+    arguments the launcher's call builds, so the GEMM it launches writes the call's C (or its
+    partials, which the reduce then sums into C)."""
+    import torch
+
+    import reference
+    from launchers.configs import GemmConfig
+    from launchers.gemm import GemmLauncher
+    m, n, k = 4, 64, 512
+    data = reference.generate_input(m, n, k, seed=3, device="cpu")
+    a, _, _, b_shuffle, b_scale_sh = data
+    launcher = GemmLauncher(GemmConfig(16, 64, 256, split_k=split_k), "interpreter", m, n, k,
+                            a.stride(), "cpu")
+    args, partials, out = launcher.gemm_arguments(a, b_shuffle, b_scale_sh)
+    launcher.gemm.standard(*args)
+    if launcher.reduce is not None:
+        launcher.reduce.standard(partials, out, *launcher._reduce_constants)
+    assert torch.equal(out.view(torch.int16), launcher(a, b_shuffle, b_scale_sh).view(torch.int16))

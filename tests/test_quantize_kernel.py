@@ -1,5 +1,6 @@
-"""The in-register quantizer (kernels.quantize) is bit-exact with kernels.formats, on both paths
-and with both quantizers (HW_CVT runs the Triton model of the gfx950 instruction here)."""
+"""The in-register quantizer (kernels.quantize) is bit-exact with kernels.formats, on both paths,
+with and without the fast path and with both quantizers (HW_CVT runs the Triton model of the
+gfx950 instruction here)."""
 
 import pytest
 import torch
@@ -15,23 +16,27 @@ from kernels.quantize import (FAST_AMAX_MAX, FAST_AMAX_MIN, INTERPRETED, _cvt_mo
 CONTEXTS = (0.0, 1.0, 1.75, 6.0, 2.0 ** -126, 2.0 ** -133, 1.5 * 2.0 ** 100, 3.3e38,
             float("inf"), float("nan"))
 # The hardware quantizer runs here only as the interpreter's model of the instruction.
-QUANTIZERS = [pytest.param(False, id="software"),
-              pytest.param(True, id="hardware", marks=pytest.mark.skipif(
+# (HW_CVT, FAST_PATH): the software recipe with and without the uniform fast path (NVIDIA's
+# GEMM has none), and the hardware quantizer, which always has it.
+QUANTIZERS = [pytest.param((False, True), id="software"),
+              pytest.param((False, False), id="software-without-fast-path"),
+              pytest.param((True, True), id="hardware", marks=pytest.mark.skipif(
                   not INTERPRETED.value, reason="the asm runs on gfx950 only"))]
 interpreter_only = pytest.mark.skipif(not INTERPRETED.value, reason="the model is the interpreter's")
 
 
-def run_kernel(x, block_m, hw_cvt):
+def run_kernel(x, block_m, quantizer):
+    hw_cvt, fast_path = quantizer
     rows, k = x.shape
     codes = torch.empty(rows, k // 2, dtype=torch.uint8, device=x.device)
     scales = torch.empty(rows, k // 32, dtype=torch.uint8, device=x.device)
     quantize_kernel[(rows // block_m, 1)](x, codes, scales, rows, k, k, BLOCK_M=block_m,
-                                          BLOCK_K=k, HW_CVT=hw_cvt)
+                                          BLOCK_K=k, HW_CVT=hw_cvt, FAST_PATH=fast_path)
     return codes, scales
 
 
-def assert_like_formats(x, block_m, hw_cvt):
-    codes, scales = run_kernel(x, block_m, hw_cvt)
+def assert_like_formats(x, block_m, quantizer):
+    codes, scales = run_kernel(x, block_m, quantizer)
     want_codes, want_scales = formats.quantize_mxfp4(x.cpu())
     assert torch.equal(scales.cpu(), want_scales)
     assert torch.equal(codes.cpu(), want_codes)
@@ -52,8 +57,8 @@ def pad_rows(x, block_m, filler):
     return torch.cat([x, torch.full((pad, x.shape[1]), filler, dtype=x.dtype)])
 
 
-@pytest.mark.parametrize("hw_cvt", QUANTIZERS)
-def test_every_bf16_pattern_in_every_context(device, hw_cvt):
+@pytest.mark.parametrize("quantizer", QUANTIZERS)
+def test_every_bf16_pattern_in_every_context(device, quantizer):
     """Blocks grouped by path: tiles of fast blocks only (filled up with ones) and tiles of
     the rest (filled up with zeros), so that both paths see every pattern they can get."""
     values = all_bf16_patterns()
@@ -66,10 +71,10 @@ def test_every_bf16_pattern_in_every_context(device, hw_cvt):
     fast = fast_block(rows)
     assert 0.3 < float(fast.float().mean()) < 0.9
     for group, filler in ((rows[fast], 1.0), (rows[~fast], 0.0)):
-        assert_like_formats(pad_rows(group, 4096, filler).to(device), 4096, hw_cvt)
+        assert_like_formats(pad_rows(group, 4096, filler).to(device), 4096, quantizer)
 
 
-@pytest.mark.parametrize("hw_cvt", QUANTIZERS)
+@pytest.mark.parametrize("quantizer", QUANTIZERS)
 @pytest.mark.parametrize("pattern, scale, code_byte", [
     (0x7FC0, 254, 0x33),     # all quiet NaN: amax counts as +inf; the recipe's NaN code 3
     (0xFFC0, 254, 0xBB),     # negative NaN: code 3 with the sign
@@ -78,46 +83,46 @@ def test_every_bf16_pattern_in_every_context(device, hw_cvt):
     (0x0000, 0, 0x00),       # all +0: byte 0 (u = -127), code 0
     (0x8000, 0, 0x88),       # all -0: code 8
 ])
-def test_uniform_special_bf16_blocks(device, hw_cvt, pattern, scale, code_byte):
+def test_uniform_special_bf16_blocks(device, quantizer, pattern, scale, code_byte):
     x = torch.ones(16, 64, dtype=torch.bfloat16)
     x[3, :32] = torch.tensor(pattern, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
-    codes, scales = run_kernel(x.to(device), 16, hw_cvt)
+    codes, scales = run_kernel(x.to(device), 16, quantizer)
     assert int(scales[3, 0]) == scale and bool((codes[3, :16] == code_byte).all())
     assert int(scales[3, 1]) == 125 and bool((codes[3, 16:] == 0x66).all())   # ones: u = -2, q = 4
-    assert_like_formats(x.to(device), 16, hw_cvt)
+    assert_like_formats(x.to(device), 16, quantizer)
 
 
-@pytest.mark.parametrize("hw_cvt", QUANTIZERS)
-def test_nan_blocks(device, hw_cvt):
+@pytest.mark.parametrize("quantizer", QUANTIZERS)
+def test_nan_blocks(device, quantizer):
     x = torch.zeros(16, 64)
     x[0, :32] = float("nan")                 # all NaN: amax counts as +inf, byte 254
     x[1, :32], x[1, 5] = float("nan"), 3.0   # NaN ignored: amax 3, u = -1
     x[2, 3] = -float("nan")
     for dtype in (torch.float32, torch.bfloat16):
-        codes, scales = run_kernel(x.to(dtype).to(device), 16, hw_cvt)
+        codes, scales = run_kernel(x.to(dtype).to(device), 16, quantizer)
         want_codes, want_scales = formats.quantize_mxfp4(x.to(dtype))
         assert int(scales[0, 0]) == 254 and int(scales[1, 0]) == 126
         assert torch.equal(scales.cpu(), want_scales)
         assert torch.equal(codes.cpu(), want_codes)
 
 
-@pytest.mark.parametrize("hw_cvt", QUANTIZERS)
+@pytest.mark.parametrize("quantizer", QUANTIZERS)
 @pytest.mark.parametrize("scale", [1.0, 1e-3, 1e4, 1e-38, 1e36])
-def test_random_rows_several_blocks(device, hw_cvt, scale):
+def test_random_rows_several_blocks(device, quantizer, scale):
     gen = torch.Generator().manual_seed(7)
     x = (torch.randn(64, 512, generator=gen) * scale).to(torch.bfloat16).to(device)
-    assert_like_formats(x, 16, hw_cvt)
+    assert_like_formats(x, 16, quantizer)
 
 
-@pytest.mark.parametrize("hw_cvt", QUANTIZERS)
-def test_kernel_and_torch_disagree_with_a_wrong_expectation(device, hw_cvt):
+@pytest.mark.parametrize("quantizer", QUANTIZERS)
+def test_kernel_and_torch_disagree_with_a_wrong_expectation(device, quantizer):
     """Guard against a comparison that cannot fail: a one-ulp change moves a tie's code."""
     x = torch.zeros(16, 32, dtype=torch.bfloat16)
     x[:, 0], x[:, 1] = 4.0, 1.25          # u = 0, so 1.25 is a tie that rounds down to 1.0
-    codes, _ = run_kernel(x.to(device), 16, hw_cvt)
+    codes, _ = run_kernel(x.to(device), 16, quantizer)
     assert int(codes[0, 0]) == (6 | 2 << 4)
     x[:, 1] = 1.2578125                   # the next bf16 above the tie
-    codes, _ = run_kernel(x.to(device), 16, hw_cvt)
+    codes, _ = run_kernel(x.to(device), 16, quantizer)
     assert int(codes[0, 0]) == (6 | 3 << 4)
 
 

@@ -205,19 +205,6 @@ def time_variant(loop, fn, calls):
     return summary(loop.time(fn, calls))
 
 
-def gemm_launch_args(launcher, data):
-    """The GEMM kernel's arguments for `launcher` on data, built as GemmLauncher.__call__ does."""
-    from kernels.preshuffle_gemm import scales_view, weight_view
-    a, b_shuffle, b_scale_sh = data[0], data[3], data[4]
-    out = torch.empty((launcher.m, launcher.n), dtype=torch.bfloat16, device=a.device)
-    partials = out
-    if launcher.splits > 1:
-        partials = torch.empty((launcher.splits, launcher.m, launcher.n), dtype=torch.float32,
-                               device=a.device)
-    return ((a, a, weight_view(b_shuffle), scales_view(b_scale_sh), out, partials,
-             launcher.counters) + launcher._gemm_constants)
-
-
 def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):
     """Check (a) and (b), time (a)..(d) and the host launches for one shape; its row."""
     import reference
@@ -250,7 +237,7 @@ def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):
             print(f"  FAIL {m}x{n}x{k} {name}: {message}", flush=True)
     timings = {name: time_variant(loop, fn, calls) for name, fn in variants.items()}
 
-    args = gemm_launch_args(launcher, data)
+    args, _, _ = launcher.gemm_arguments(a, b_shuffle, b_scale_sh)
     host_us = {"direct": (host_time_us(lambda: launcher.gemm(*args), host_calls)
                           if launcher.gemm.is_direct else None),
                "standard": host_time_us(lambda: launcher.gemm.standard(*args), host_calls),
