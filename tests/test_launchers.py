@@ -234,5 +234,6 @@ def test_launcher_cache_is_bounded_and_evicts_the_least_recently_used(device, em
         assert launchers.cached_launcher_count() <= 2
 
 
-def test_default_cache_capacity_is_positive():
-    assert launchers.LAUNCHER_CACHE_CAPACITY >= len(TASK_SHAPES)
+def test_default_cache_capacity_is_readmes_64():
+    """README's figure: at most 64 launchers, room for every task shape."""
+    assert launchers.LAUNCHER_CACHE_CAPACITY == 64 >= len(TASK_SHAPES)
