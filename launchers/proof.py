@@ -1,9 +1,12 @@
 """The proof of a launcher: its output on the project's own inputs against the torch reference.
 
 `proof_cases(m, n, k, a_strides, device)` makes the inputs, of the launcher's own shape and A
-strides: as few cases as hold every kind of row at least once, the rows cycling through the
-kinds (random; rounding ties at three block exponents, one of them in bf16's denormals; +-0;
-NaN among finite values; one +-inf in a row of finite values): one case from M = 7 on. B is
+strides, in two groups, each of as few cases as hold each of its kinds of row at least once,
+the rows cycling through them. First the ordinary kinds (random; rounding ties at block
+exponents 0 and 100), whose every block the quantizer's fast path takes (kernels/quantize.py):
+one case from M = 3 on, the first, which the tuner also times. Then the special kinds
+(rounding ties in bf16's denormals; +-0; NaN among finite values; one +-inf in a row of finite
+values), which put every tile holding them on the slow path: one case from M = 4 on. B is
 the project's own too: nonzero E2M1 codes everywhere (so an inf in A gives +-inf, not inf * 0,
 under every order of scaling and summing) and block scales of 1 or 2 where the inf sits, so
 that its product overflows fp32 on every backend alike. Nothing of a caller's is read or kept.
@@ -23,7 +26,9 @@ _TIES = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.
 # Row exponents of the tie rows: plain, large (outputs stay finite up to K = 8192 or so) and
 # deep enough that 0.25 * 2**e is a bf16 denormal.
 _TIE_EXPONENTS = (0, 100, -130)
-ROW_KINDS = ("random", "ties", "ties_large", "ties_denormal", "signed_zeros", "nan", "inf")
+ORDINARY_KINDS = ("random", "ties", "ties_large")
+SPECIAL_KINDS = ("ties_denormal", "signed_zeros", "nan", "inf")
+ROW_KINDS = ORDINARY_KINDS + SPECIAL_KINDS
 _INF_COLUMN = 5                      # inside K block 0, whose B scales are 2**0 or 2**1
 _NONZERO_CODES = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15)
 
@@ -94,10 +99,14 @@ def proof_cases(m: int, n: int, k: int, a_strides: tuple, device, seed: int = 0)
     b_scale_sh = formats.e8m0_shuffle(b_scales, pad_value=0xFF).to(device)
     b_codes, b_scales = b_codes.to(device), b_scales.to(device)
 
-    kinds = [ROW_KINDS[i % len(ROW_KINDS)] for i in range(formats.pad_to(len(ROW_KINDS), m))]
-    return [(_a_case(torch.stack([_row(kind, k, generator) for kind in kinds[start:start + m]]),
-                     a_strides, device), b_shuffle, b_scale_sh, b_codes, b_scales)
-            for start in range(0, len(kinds), m)]
+    cases = []
+    for group in (ORDINARY_KINDS, SPECIAL_KINDS):
+        kinds = [group[i % len(group)] for i in range(formats.pad_to(len(group), m))]
+        for start in range(0, len(kinds), m):
+            rows = torch.stack([_row(kind, k, generator) for kind in kinds[start:start + m]])
+            cases.append((_a_case(rows, a_strides, device), b_shuffle, b_scale_sh, b_codes,
+                          b_scales))
+    return cases
 
 
 def _differing_elements(x, y) -> int:

@@ -13,6 +13,7 @@ import torch
 import launchers
 import reference
 from kernels import formats
+from kernels.quantize import FAST_AMAX_MAX, FAST_AMAX_MIN
 from launchers import ladder, proof
 from launchers.configs import config_for, heuristic_config
 from submission import custom_kernel
@@ -59,11 +60,11 @@ def empty_cache(monkeypatch):
 # proof inputs
 # ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("m", [1, 4, 6, 16])
-def test_proof_cases_cover_every_kind_at_the_launchers_shape(m):
+@pytest.mark.parametrize("m, want_cases", [(1, 7), (2, 4), (4, 2), (6, 2), (16, 2)])
+def test_proof_cases_cover_every_kind_at_the_launchers_shape(m, want_cases):
     n, k = 64, 512
     cases = proof.proof_cases(m, n, k, (k, 1), "cpu")
-    assert len(cases) == -(-len(proof.ROW_KINDS) // m)
+    assert len(cases) == want_cases
     for a, b_shuffle, b_scale_sh, b_codes, b_scales in cases:
         assert a.shape == (m, k) and a.dtype == torch.bfloat16 and a.stride() == (k, 1)
         assert b_shuffle.shape == (n, k // 2)
@@ -74,6 +75,30 @@ def test_proof_cases_cover_every_kind_at_the_launchers_shape(m):
     assert ((special != 0) & (special.abs() < 2.0 ** -126)).any()          # bf16 denormals
     assert (special.abs() > 2.0 ** 100).any()                              # a large block scale
     assert (special.abs() == 2.5).any() and (special.abs() == 0.25).any()  # rounding ties
+
+
+def _blocks_on_the_fast_path(a):
+    """Per 32-element block of A: whether its amax (bf16 magnitude bits) is in the fast range."""
+    amax = (a.view(torch.int16).to(torch.int32) & 0x7FFF).view(a.shape[0], -1, 32).amax(dim=-1)
+    return (amax >= FAST_AMAX_MIN.value) & (amax <= FAST_AMAX_MAX.value)
+
+
+@pytest.mark.parametrize("m", [1, 3, 4, 16, 64])
+def test_proof_cases_reach_both_quantizer_paths(m):
+    """The first cases hold ordinary rows only, so every tile of theirs takes the fast path;
+    every tile of the later ones holds a special row (from M = 4 on), so takes the slow one."""
+    k = 1024
+    cases = proof.proof_cases(m, 64, k, (k, 1), "cpu")
+    ordinary = -(-len(proof.ORDINARY_KINDS) // m)
+    for a, *_ in cases[:ordinary]:
+        assert _blocks_on_the_fast_path(a).all()
+    for a, *_ in cases[ordinary:]:
+        if m >= len(proof.SPECIAL_KINDS):
+            # Every K tile of 256 columns (the smallest BLOCK_K) has a block off the fast path.
+            off = ~_blocks_on_the_fast_path(a)
+            assert off.view(m, k // 256, 8).any(dim=2).any(dim=0).all()
+        else:
+            assert not _blocks_on_the_fast_path(a).all()
 
 
 def test_proof_cases_keep_the_a_strides_of_the_launcher():
