@@ -144,20 +144,21 @@ def test_bad_shapes_exit_2_before_looking_for_a_gpu(capsys):
 # ----------------------------------------------------------------------------- host timing
 
 @pytest.mark.parametrize("split_k", [1, 2])
-def test_the_host_timed_launch_gets_the_launchers_own_arguments(split_k):
+def test_the_host_timed_launch_gets_the_launchers_own_arguments(device, split_k):
     """tools.bench times `launcher.gemm.standard(*launcher.gemm_arguments(...)[0])`: the same
     arguments the launcher's call builds, so the GEMM it launches writes the call's C (or its
     partials, which the reduce then sums into C)."""
     import torch
 
     import reference
+    from launchers import current_target
     from launchers.configs import GemmConfig
     from launchers.gemm import GemmLauncher
     m, n, k = 4, 64, 512
-    data = reference.generate_input(m, n, k, seed=3, device="cpu")
+    data = reference.generate_input(m, n, k, seed=3, device=device)
     a, _, _, b_shuffle, b_scale_sh = data
-    launcher = GemmLauncher(GemmConfig(16, 64, 256, split_k=split_k), "interpreter", m, n, k,
-                            a.stride(), "cpu")
+    launcher = GemmLauncher(GemmConfig(16, 64, 256, split_k=split_k),
+                            current_target(a.device)[0], m, n, k, a.stride(), a.device)
     args, partials, out = launcher.gemm_arguments(a, b_shuffle, b_scale_sh)
     launcher.gemm.standard(*args)
     if launcher.reduce is not None:
