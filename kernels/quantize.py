@@ -253,6 +253,15 @@ def quantize_kernel(x_ptr, codes_ptr, scales_ptr, M, K, stride_xm,
     tl.store(scales_ptr + rows[:, None] * (K // 32) + scale_cols[None, :], scales)
 
 
+def fast_path_blocks(x):
+    """bf16 [..., 32 * NB] -> bool [..., NB]: whether each MX block's amax (as bf16 magnitude
+    bits) lies in [FAST_AMAX_MIN, FAST_AMAX_MAX], the test of quantize_tile_mxfp4, which takes
+    the fast path for a tile when all its blocks pass (the host's model of it, for tests)."""
+    magnitude = x.view(torch.int16).to(torch.int32) & 0x7FFF
+    amax = magnitude.unflatten(-1, (-1, 32)).amax(dim=-1)
+    return (amax >= FAST_AMAX_MIN.value) & (amax <= FAST_AMAX_MAX.value)
+
+
 def _largest_power_of_two_dividing(x: int, at_most: int) -> int:
     block = at_most
     while x % block:
@@ -260,7 +269,7 @@ def _largest_power_of_two_dividing(x: int, at_most: int) -> int:
     return block
 
 
-def quantize_rows(x, hw_cvt: bool = False, fast_path: bool = True):
+def quantize_rows(x, hw_cvt: bool = False):
     """x bf16 [M, K] (K % 64 == 0, unit column stride) -> (codes uint8 [M, K/2], scales
     uint8 [M, K/32]), as kernels.formats.quantize_mxfp4. One standard Triton launch."""
     rows, k = x.shape
@@ -270,5 +279,5 @@ def quantize_rows(x, hw_cvt: bool = False, fast_path: bool = True):
     scales = torch.empty(rows, k // 32, dtype=torch.uint8, device=x.device)
     quantize_kernel[(rows // block_m, k // block_k)](x, codes, scales, rows, k, x.stride(0),
                                                      BLOCK_M=block_m, BLOCK_K=block_k,
-                                                     HW_CVT=hw_cvt, FAST_PATH=fast_path)
+                                                     HW_CVT=hw_cvt)
     return codes, scales

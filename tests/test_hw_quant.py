@@ -10,16 +10,21 @@ below for GEMMs), and on the chip every launcher is proven against the reference
 (launchers/proof.py), the hardware quantizer's first (launchers/ladder.py).
 """
 
+import ast
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
 
 import reference
 from kernels import formats
-from kernels.quantize import FAST_AMAX_MAX, FAST_AMAX_MIN
+from kernels.quantize import CVT_FP4_BF16_ASM, FAST_AMAX_MAX, FAST_AMAX_MIN
 from launchers.configs import GemmConfig
 from launchers.gemm import GemmLauncher
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def scale_of_byte(byte):
@@ -138,3 +143,44 @@ def test_gemm_with_the_hardware_quantizer_matches_the_software_one_and_the_refer
     finite = torch.isfinite(outs[1]).all(dim=1)
     want = reference.ref_kernel(data)
     assert reference.compare(outs[0][finite], want[finite])[0]
+
+
+# ------------------------------------------------------------------ the asm call's operands
+# The interpreter runs _cvt_model, never the asm call: its operand list and template are
+# checked against the model's contract here (seeded swaps in either passed every other test).
+
+def _function(tree, name):
+    return next(node for node in ast.walk(tree)
+                if isinstance(node, ast.FunctionDef) and node.name == name)
+
+
+def _calls(function, name):
+    return [node for node in ast.walk(function) if isinstance(node, ast.Call)
+            and ast.unparse(node.func) == name]
+
+
+def test_the_asm_call_gets_the_operands_the_model_gets():
+    """In _hardware_words the interpreter's model and the gfx950 asm take one operand list
+    (p0..p3, scale): a swap in the asm call alone would only show on the hardware."""
+    tree = ast.parse((ROOT / "kernels" / "quantize.py").read_text())
+    function = _function(tree, "_hardware_words")
+    (model,) = _calls(function, "_cvt_model")
+    (asm,) = _calls(function, "tl.inline_asm_elementwise")
+    model_operands = [ast.unparse(arg) for arg in model.args]
+    asm_operands = [ast.unparse(arg) for arg in asm.args[2].elts]
+    assert model_operands == ["p0", "p1", "p2", "p3", "scale"]
+    assert asm_operands == model_operands
+
+
+def test_the_asm_template_puts_pair_j_into_byte_j():
+    """The model's contract: pair j (operand $(j+1)) -> byte j of the word ($0), scale $5.
+    The destination byte of v_cvt_scalef32_pk_fp4_bf16 is op_sel[2] + 2 * op_sel[3]."""
+    lines = [line.strip() for line in CVT_FP4_BF16_ASM.value.split("\n")]
+    assert len(lines) == 4
+    for j, line in enumerate(lines):
+        match = re.fullmatch(r"v_cvt_scalef32_pk_fp4_bf16 \$0, \$(\d), \$5"
+                             r"(?: op_sel:\[0,0,([01]),([01])\])?", line)
+        assert match, line
+        source, sel2, sel3 = match.groups()
+        assert int(source) == j + 1, line
+        assert int(sel2 or 0) + 2 * int(sel3 or 0) == j, line

@@ -13,7 +13,7 @@ import torch
 import launchers
 import reference
 from kernels import formats
-from kernels.quantize import FAST_AMAX_MAX, FAST_AMAX_MIN
+from kernels.quantize import fast_path_blocks
 from launchers import ladder, proof
 from launchers.configs import config_for, heuristic_config
 from submission import custom_kernel
@@ -77,12 +77,6 @@ def test_proof_cases_cover_every_kind_at_the_launchers_shape(m, want_cases):
     assert (special.abs() == 2.5).any() and (special.abs() == 0.25).any()  # rounding ties
 
 
-def _blocks_on_the_fast_path(a):
-    """Per 32-element block of A: whether its amax (bf16 magnitude bits) is in the fast range."""
-    amax = (a.view(torch.int16).to(torch.int32) & 0x7FFF).view(a.shape[0], -1, 32).amax(dim=-1)
-    return (amax >= FAST_AMAX_MIN.value) & (amax <= FAST_AMAX_MAX.value)
-
-
 @pytest.mark.parametrize("m", [1, 3, 4, 16, 64])
 def test_proof_cases_reach_both_quantizer_paths(m):
     """The first cases hold ordinary rows only, so every tile of theirs takes the fast path;
@@ -91,14 +85,14 @@ def test_proof_cases_reach_both_quantizer_paths(m):
     cases = proof.proof_cases(m, 64, k, (k, 1), "cpu")
     ordinary = -(-len(proof.ORDINARY_KINDS) // m)
     for a, *_ in cases[:ordinary]:
-        assert _blocks_on_the_fast_path(a).all()
+        assert fast_path_blocks(a).all()
     for a, *_ in cases[ordinary:]:
         if m >= len(proof.SPECIAL_KINDS):
             # Every K tile of 256 columns (the smallest BLOCK_K) has a block off the fast path.
-            off = ~_blocks_on_the_fast_path(a)
+            off = ~fast_path_blocks(a)
             assert off.view(m, k // 256, 8).any(dim=2).any(dim=0).all()
         else:
-            assert not _blocks_on_the_fast_path(a).all()
+            assert not fast_path_blocks(a).all()
 
 
 def test_proof_cases_keep_the_a_strides_of_the_launcher():
@@ -263,3 +257,17 @@ def test_a_wrong_hardware_rung_falls_to_the_software_quantizer(monkeypatch, caps
     err = capsys.readouterr().err
     assert f"{m}x{n}x{k}: hardware quantizer failed (ProofFailure" in err
     assert f"{m}x{n}x{k}: served by software quantizer" in err
+
+
+def test_the_ladder_proves_the_direct_launch_of_a_direct_launcher(capsys):
+    m, n, k = 4, 64, 512
+    differing = ladder.Rung("direct differs",
+                            lambda: FakeLauncher(is_direct=True, direct_differs=True))
+    with pytest.raises(proof.ProofFailure, match="direct launch differs"):
+        ladder.prove_rung(differing, m, n, k, (k, 1), "cpu")
+    rungs = [differing, ladder.Rung("right", lambda: FakeLauncher(is_direct=True))]
+    launcher = ladder.proven_launcher("interpreter", "interpreter", m, n, k, (k, 1), "cpu",
+                                      rungs)
+    assert launcher.rung == "right"
+    err = capsys.readouterr().err
+    assert "direct differs failed (ProofFailure: the direct launch differs" in err

@@ -84,6 +84,9 @@ def test_a_failing_or_wrong_candidate_is_never_timed_and_never_wins():
 class WrongLauncher:
     is_direct = False
 
+    def __init__(self, *args, **kwargs):   # also stands in for GemmLauncher(config, ...)
+        pass
+
     def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
         import torch
         return torch.zeros((a.shape[0], b_shuffle.shape[0]), dtype=torch.bfloat16)
@@ -153,3 +156,39 @@ def test_candidate_lists_start_with_the_table_entry_and_hold_at_most_eight(arch,
     assert configs[0] == config_for(arch, *shape)
     assert 2 <= len(configs) <= 8 and len(set(configs)) == len(configs)
     assert len(candidates.CANDIDATES[arch][shape]) <= 7
+
+
+class FakeLoop:
+    """Times the table's entry (the first launcher) at 9 µs, every other at 1 µs."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def time_interleaved(self, calls, count):
+        return [[9.0 + 0.1 * (-1) ** i if index == 0 else 1.0 + 0.1 * (-1) ** i
+                 for i in range(count)] for index, _ in enumerate(calls)]
+
+
+class Served:
+    def __init__(self, config):
+        self.config = config
+        self.rung = "software quantizer"
+        self.hw_cvt = False
+
+
+def test_tune_never_times_or_chooses_a_candidate_that_fails_its_proof(monkeypatch, capsys):
+    """tune() end to end on the CPU: every candidate builds a launcher with wrong outputs and
+    would time fastest; each must fail its proof, so the table's entry stays."""
+    shape = SHAPE
+    assert len(tuner.candidate_configs("gfx950", shape)) > 1
+    monkeypatch.setattr(tuner, "GemmLauncher", WrongLauncher)
+    monkeypatch.setattr(tuner, "RunnerLoop", FakeLoop)
+    monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
+    served = Served(config_for("gfx950", *shape))
+    replacements = tuner.tune([shape], lambda s: served, "cpu", "gfx950", "interpreter")
+    assert replacements == {}
+    block = capsys.readouterr().err
+    rows = [line for line in block.splitlines() if line.startswith("  4x2880x512 ")]
+    assert len(rows) == len(tuner.candidate_configs("gfx950", shape))
+    assert rows[0].startswith("  4x2880x512 * table")
+    assert all("ProofFailure" in line for line in rows[1:])

@@ -60,9 +60,8 @@ def main(argv=None):
     print(f"\n{'shape':<18} {'launch':<9} {'splits':>6}  {'served by':<20} config")
     for (m, n, k), launcher in used.items():
         kind = "direct" if launcher.is_direct else "standard"
-        rung = getattr(launcher, "rung", "")
-        label = getattr(launcher.config, "label", launcher.config)
-        print(f"{m:>5} {n:>5} {k:>5}  {kind:<9} {launcher.splits:>6}  {rung:<20} {label}")
+        label = getattr(launcher.config, "label", launcher.config)   # aiter's is a string
+        print(f"{m:>5} {n:>5} {k:>5}  {kind:<9} {launcher.splits:>6}  {launcher.rung:<20} {label}")
     total = len(shapes) * args.seeds
     print(f"\n{total - failures} passed, {failures} failed")
     return 1 if failures else 0
