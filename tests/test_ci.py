@@ -1,4 +1,5 @@
-"""CI runs what README shows: .ci/run's script is README's setup block, then its commands block."""
+"""CI runs what README shows: .ci/run holds README's setup block, then its commands block, verbatim,
+and refuses to run when README differs."""
 
 import re
 import subprocess
@@ -37,3 +38,18 @@ def test_the_script_parses():
     script = subprocess.run([str(ROOT / ".ci" / "run"), "--print"], capture_output=True,
                             text=True, check=True, timeout=60).stdout
     subprocess.run(["bash", "-n", "-c", script], check=True, timeout=60)
+
+
+def test_the_script_holds_readmes_lines_and_refuses_a_readme_that_differs(tmp_path):
+    script = (ROOT / ".ci" / "run").read_text()
+    for line in readme_block("setup") + readme_block("commands"):
+        assert line in script.splitlines(), line
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "run").write_text(script)
+    (tmp_path / ".ci" / "run").chmod(0o755)
+    readme = (ROOT / "README.md").read_text()
+    (tmp_path / "README.md").write_text(readme.replace("pip install torch==2.13.0",
+                                                       "pip install torch"))
+    done = subprocess.run([str(tmp_path / ".ci" / "run"), "--print"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "differ from README.md" in done.stderr
