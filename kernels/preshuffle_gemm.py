@@ -19,8 +19,8 @@ Outputs:
            release_slots int32 [grid * THREADS] (contents unused), see below.
 
 The product is `tl.dot_scaled` on E2M1 codes and E8M0 scales (the native scaled MFMA on
-gfx950; an emulation on NVIDIA), A quantized by kernels.quantize (HW_CVT: the gfx950
-instruction, else the software recipe).
+gfx950; an emulation on NVIDIA), A quantized by kernels.quantize (QUANTIZER: the name of
+its quantizer, kernels.quantize.QUANTIZERS).
 Options (constexpr, off by default): NUM_XCDS > 1 remaps program ids so that consecutive
 logical programs run on one XCD (the hardware deals workgroups to XCDs round-robin and each
 XCD has its own L2); STORE_MODIFIER is the cache modifier of the C and partials stores
@@ -91,7 +91,7 @@ def preshuffle_gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, SPLIT_K_SIZE: tl.constexpr,
     REDUCE_IN_GEMM: tl.constexpr, EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr,
-    HW_CVT: tl.constexpr, QUANT_FAST_PATH: tl.constexpr, A_PREQUANTIZED: tl.constexpr,
+    QUANTIZER: tl.constexpr, QUANT_FAST_PATH: tl.constexpr, A_PREQUANTIZED: tl.constexpr,
     NUM_XCDS: tl.constexpr, STORE_MODIFIER: tl.constexpr,
     RELEASE_EVERY_WAVE: tl.constexpr, THREADS: tl.constexpr,
 ):
@@ -142,7 +142,7 @@ def preshuffle_gemm_kernel(
                 a_scales = tl.load(as_ptrs, mask=(k0 // 32 + cols_as)[None, :] < K // 32,
                                    other=127)
         if not A_PREQUANTIZED:
-            a, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, HW_CVT, QUANT_FAST_PATH)
+            a, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, QUANTIZER, QUANT_FAST_PATH)
         acc = tl.dot_scaled(a, a_scales, "e2m1",
                             _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K).trans(1, 0),
                             _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)
@@ -214,8 +214,8 @@ def gemm_grid(m: int, n: int, block_m: int, block_n: int, splits: int) -> tuple:
 
 def gemm_arguments(a, b, b_scales, c, partials, counters, release_slots, m, n, k, *, block_m,
                    block_n, block_k, group_m, splits, split_size, reduce_in_gemm, cache_modifier,
-                   hw_cvt=False, quant_fast_path=True, a_scales=None, num_xcds=1, store_modifier=None,
-                   release_every_wave=False, threads=1):
+                   quantizer="software", quant_fast_path=True, a_scales=None, num_xcds=1,
+                   store_modifier=None, release_every_wave=False, threads=1):
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
     a is bf16 [M, K], or with a_scales given the codes uint8 [M, K/2] of a quantized A. b and
@@ -231,6 +231,6 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, release_slots, m, n, k
             a.stride(0), a.stride(1), scales.stride(0), b.stride(0), b_scales.stride(0),
             c.stride(0), m * n, n,
             block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
-            k % split_size == 0, cache_modifier, hw_cvt, quant_fast_path, prequantized, num_xcds,
+            k % split_size == 0, cache_modifier, quantizer, quant_fast_path, prequantized, num_xcds,
             store_modifier,
             release_every_wave, threads)

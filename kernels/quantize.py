@@ -1,14 +1,16 @@
 """In-register MXFP4 quantization of a tile, bit-exact with kernels.formats.quantize_mxfp4.
 
-`quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K], HW_CVT, FAST_PATH) -> (codes uint8 [BLOCK_M,
+`quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K], QUANTIZER, FAST_PATH) -> (codes uint8 [BLOCK_M,
 BLOCK_K/2], scales uint8 [BLOCK_M, BLOCK_K/32])`: per row, each run of 32 elements along K is
-one MX block. With HW_CVT or FAST_PATH, two paths, chosen once per tile by a uniform branch:
+one MX block. QUANTIZER is one of QUANTIZERS: "hardware" (gfx950's conversion instruction) or
+"software". With the hardware quantizer or FAST_PATH, two paths, chosen once per tile by a
+uniform branch:
   - fast (a bf16 tile whose every block amax, as bf16 magnitude bits M, lies in
     [FAST_AMAX_MIN, FAST_AMAX_MAX]): no NaN, no inf, and a block exponent e_r = (M + 0x20) >> 7
     in [5, 254], so the scale byte is e_r - 2 with no clamp. The block amax is an integer max
     of the magnitude bits. The codes come from `v_cvt_scalef32_pk_fp4_bf16` on the raw bf16
-    pairs with the scale operand 2^(byte - 127) (HW_CVT, gfx950), or from the software recipe
-    on x * 2^(127 - byte);
+    pairs with the scale operand 2^(byte - 127) (the hardware quantizer), or from the software
+    recipe on x * 2^(127 - byte);
   - slow (any other tile, and every fp32 tile): the software recipe with its special-value
     work (NaN-ignoring amax, NaN payload quieting, the clamped scale), as aiter's
     _mxfp4_quant_op, for both quantizers.
@@ -27,6 +29,8 @@ import torch
 import triton
 import triton.language as tl
 
+# The quantizers by name: the kernels' QUANTIZER constexpr and the launchers' quantizer argument.
+QUANTIZERS = ("hardware", "software")
 INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").lower()
                            in ("1", "true", "on", "yes"))
 # Block amax range of the fast path, as bf16 magnitude bits: from the smallest amax whose
@@ -199,9 +203,10 @@ def _software_words(bits, exponent, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.conste
 
 @triton.jit
 def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                        HW_CVT: tl.constexpr = False, FAST_PATH: tl.constexpr = True):
+                        QUANTIZER: tl.constexpr = "software", FAST_PATH: tl.constexpr = True):
     NUM_BLOCKS: tl.constexpr = BLOCK_K // 32
-    if (HW_CVT or FAST_PATH) and x.dtype == tl.bfloat16:
+    HARDWARE: tl.constexpr = QUANTIZER != "software"
+    if (HARDWARE or FAST_PATH) and x.dtype == tl.bfloat16:
         bits = x.to(tl.uint16, bitcast=True).reshape(BLOCK_M, NUM_BLOCKS, 32)
         # Twice the block amax's magnitude bits: the shift drops the sign (cheaper than a mask
         # in LLVM's packed 16-bit code on gfx950).
@@ -211,7 +216,7 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
         fast = tl.max(outside) <= 2 * (FAST_AMAX_MAX - FAST_AMAX_MIN)
         if fast:
             exponent = ((amax2 + 0x40) >> 8)[:, :, None]     # (amax + 0x20) >> 7
-            if HW_CVT:
+            if HARDWARE:
                 words = _hardware_words(bits, exponent, BLOCK_M, NUM_BLOCKS)
             else:
                 words = _software_words(bits, exponent, BLOCK_M, NUM_BLOCKS)
@@ -220,7 +225,7 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
             q, scale = _prescaled_blocks(x, BLOCK_M, BLOCK_K)
             words = _words(_e2m1_codes(q), BLOCK_M, NUM_BLOCKS)
             scale = scale.reshape(BLOCK_M, NUM_BLOCKS)
-        if HW_CVT and not INTERPRETED:
+        if HARDWARE and not INTERPRETED:
             # An empty asm (no instruction) hides the words from LLVM's vectorizer at the branch
             # join; vectorized there, they cost a byte-by-byte repack before the LDS store.
             words = tl.inline_asm_elementwise("", "=v,0", [words], dtype=tl.uint32,
@@ -237,8 +242,8 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
 
 @triton.jit
 def quantize_kernel(x_ptr, codes_ptr, scales_ptr, M, K, stride_xm,
-                    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, HW_CVT: tl.constexpr = False,
-                    FAST_PATH: tl.constexpr = True):
+                    BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                    QUANTIZER: tl.constexpr = "software", FAST_PATH: tl.constexpr = True):
     """x fp32/bf16 [M, K] (row stride stride_xm) -> codes uint8 [M, K/2], scales uint8 [M, K/32].
 
     M % BLOCK_M == 0 and K % BLOCK_K == 0; grid (M / BLOCK_M, K / BLOCK_K).
@@ -246,7 +251,7 @@ def quantize_kernel(x_ptr, codes_ptr, scales_ptr, M, K, stride_xm,
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
     x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :])
-    codes, scales = quantize_tile_mxfp4(x, BLOCK_M, BLOCK_K, HW_CVT, FAST_PATH)
+    codes, scales = quantize_tile_mxfp4(x, BLOCK_M, BLOCK_K, QUANTIZER, FAST_PATH)
     code_cols = tl.program_id(1) * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
     scale_cols = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
     tl.store(codes_ptr + rows[:, None] * (K // 2) + code_cols[None, :], codes)
@@ -269,9 +274,17 @@ def _largest_power_of_two_dividing(x: int, at_most: int) -> int:
     return block
 
 
-def quantize_rows(x, hw_cvt: bool = False):
+def checked_quantizer(name: str) -> str:
+    """name if it is one of QUANTIZERS; ValueError otherwise."""
+    if name not in QUANTIZERS:
+        raise ValueError(f"quantizer must be one of {', '.join(QUANTIZERS)}; got {name!r}")
+    return name
+
+
+def quantize_rows(x, quantizer: str = "software"):
     """x bf16 [M, K] (K % 64 == 0, unit column stride) -> (codes uint8 [M, K/2], scales
     uint8 [M, K/32]), as kernels.formats.quantize_mxfp4. One standard Triton launch."""
+    checked_quantizer(quantizer)
     rows, k = x.shape
     block_m = _largest_power_of_two_dividing(rows, 16)
     block_k = _largest_power_of_two_dividing(k, 512)
@@ -279,5 +292,5 @@ def quantize_rows(x, hw_cvt: bool = False):
     scales = torch.empty(rows, k // 32, dtype=torch.uint8, device=x.device)
     quantize_kernel[(rows // block_m, k // block_k)](x, codes, scales, rows, k, x.stride(0),
                                                      BLOCK_M=block_m, BLOCK_K=block_k,
-                                                     HW_CVT=hw_cvt)
+                                                     QUANTIZER=quantizer)
     return codes, scales

@@ -5,7 +5,7 @@
 with their grids, compile options and sample arguments; tools cross-compile these same specs
 on the "meta" device. `GemmLauncher` binds each spec as a KernelLaunch; calling it with
 (A, B_shuffle, B_scale_sh) allocates a fresh output (and fresh fp32 partials when K is split)
-and launches the kernels in order. hw_cvt selects the gfx950 hardware quantizer;
+and launches the kernels in order. quantizer names A's quantizer (kernels.quantize.QUANTIZERS);
 allow_direct=False keeps every launch on Triton's standard launch (launchers.ladder proves
 each choice before it is used).
 
@@ -19,6 +19,7 @@ from typing import NamedTuple
 import torch
 
 from kernels import formats
+from kernels.quantize import checked_quantizer
 from kernels.preshuffle_gemm import (gemm_arguments, gemm_grid, gemm_tiles,
                                      preshuffle_gemm_kernel, scales_view, weight_view)
 from kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
@@ -75,9 +76,10 @@ def release_slots(config: GemmConfig, m: int, n: int, k: int, threads: int, ever
 
 
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
-                 device, hw_cvt: bool = False, counters=None, a_prequantized: bool = False,
+                 device, quantizer: str = "software", counters=None, a_prequantized: bool = False,
                  release_every_wave=None, slots=None) -> list:
     """release_every_wave: see release_plan."""
+    checked_quantizer(quantizer)
     splits, split_size = config.splits_for(k)
     reduce_in_gemm = splits > 1 and config.split_k_reduce == "last_program"
     release_every_wave, threads = release_plan(config, backend, release_every_wave)
@@ -99,7 +101,7 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                slots, m, n, k, block_m=config.block_m, block_n=config.block_n,
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
                                split_size=split_size, reduce_in_gemm=reduce_in_gemm,
-                               cache_modifier=config.cache_modifier, hw_cvt=hw_cvt,
+                               cache_modifier=config.cache_modifier, quantizer=quantizer,
                                quant_fast_path=backend not in WITHOUT_QUANT_FAST_PATH,
                                a_scales=a_scales, num_xcds=config.num_xcds,
                                store_modifier=config.store_modifier,
@@ -125,16 +127,17 @@ class GemmLauncher:
     B_shuffle, B_scale_sh, A scales uint8 [M, K/32]) from kernels.quantize.quantize_rows."""
 
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
-                 a_strides: tuple, device, hw_cvt: bool = False, a_prequantized: bool = False,
-                 allow_direct: bool = True, release_every_wave=None):
+                 a_strides: tuple, device, quantizer: str = "software",
+                 a_prequantized: bool = False, allow_direct: bool = True,
+                 release_every_wave=None):
         self.config = config
-        self.hw_cvt = hw_cvt
+        self.quantizer = quantizer
         self.m, self.n, self.device = m, n, device
         self.splits, _ = config.splits_for(k)
         self.counters = tile_counters(config, m, n, device)
         release_every_wave, threads = release_plan(config, backend, release_every_wave)
         self.release_slots = release_slots(config, m, n, k, threads, release_every_wave, device)
-        specs = launch_specs(config, backend, m, n, k, a_strides, device, hw_cvt, self.counters,
+        specs = launch_specs(config, backend, m, n, k, a_strides, device, quantizer, self.counters,
                              a_prequantized, release_every_wave, self.release_slots)
         gemm_spec = specs[0]
         self.gemm = KernelLaunch(*gemm_spec[1:], allow_direct=allow_direct)

@@ -86,13 +86,13 @@ def _with_fault(rung: Rung, kind: str) -> Rung:
 def rungs_for(arch, backend, m, n, k, a_strides, device) -> list:
     config = config_for(arch, m, n, k)
 
-    def gemm(config, hw_cvt=False, allow_direct=True):
-        return lambda: GemmLauncher(config, backend, m, n, k, a_strides, device, hw_cvt,
+    def gemm(config, quantizer="software", allow_direct=True):
+        return lambda: GemmLauncher(config, backend, m, n, k, a_strides, device, quantizer,
                                     allow_direct=allow_direct)
 
     rungs = []
     if arch in HARDWARE_QUANTIZER_ARCHS:
-        rungs.append(Rung("hardware quantizer", gemm(config, hw_cvt=True)))
+        rungs.append(Rung("hardware quantizer", gemm(config, "hardware")))
     rungs.append(Rung("software quantizer", gemm(config)))
     rungs.append(Rung("standard launch", gemm(config, allow_direct=False)))
     heuristic = heuristic_config(m, n, k)

@@ -171,7 +171,7 @@ def tune(shapes, served_launcher, device, arch, backend, clock=time.monotonic) -
             if config == served.config:
                 return served
             rung = Rung(served.rung, lambda: GemmLauncher(config, backend, m, n, k, (k, 1),
-                                                          device, served.hw_cvt))
+                                                          device, served.quantizer))
             return prove_rung(rung, m, n, k, (k, 1), device)
 
         def time_calls(launchers, a=a, b_shuffle=b_shuffle, b_scale_sh=b_scale_sh):

@@ -5,8 +5,8 @@ No AMD GPU runs here. The instruction is modelled in torch from its ISA definiti
 the scale operand 2^(byte - 127) for every tile whose block amaxes all lie in
 [FAST_AMAX_MIN, FAST_AMAX_MAX], and the proof below covers every bf16 value in every such block.
 Everything else takes the software recipe (tests/test_quantize_kernel.py). The interpreter runs
-the kernel's HW_CVT branch with a Triton model in place of the asm (tests/test_quantize_kernel.py,
-below for GEMMs), and on the chip every launcher is proven against the reference when it is built
+the kernel's hardware quantizer with a Triton model in place of the asm
+(tests/test_quantize_kernel.py, below for GEMMs), and on the chip every launcher is proven against the reference when it is built
 (launchers/proof.py), the hardware quantizer's first (launchers/ladder.py).
 """
 
@@ -137,8 +137,8 @@ def test_gemm_with_the_hardware_quantizer_matches_the_software_one_and_the_refer
     a[1, k - 5] = float("nan")         # tiles with special values take the slow path,
     a[min(3, m - 1), k - 64:] = 0.0     # and those with all-zero blocks too
     data = (a,) + data[1:]
-    outs = [GemmLauncher(config, "interpreter", m, n, k, (k, 1), "cpu", hw_cvt=hw)(
-        a, b_shuffle, b_scale_sh) for hw in (True, False)]
+    outs = [GemmLauncher(config, "interpreter", m, n, k, (k, 1), "cpu", quantizer=name)(
+        a, b_shuffle, b_scale_sh) for name in ("hardware", "software")]
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
     finite = torch.isfinite(outs[1]).all(dim=1)
     want = reference.ref_kernel(data)

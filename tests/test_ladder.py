@@ -244,7 +244,7 @@ def test_the_hardware_rung_runs_first_on_gfx950(capsys):
     proven there (the interpreter stands a model in for the instruction) and serves."""
     m, n, k = SHAPE
     launcher = ladder.proven_launcher("gfx950", "interpreter", m, n, k, (k, 1), "cpu")
-    assert launcher.rung == "hardware quantizer" and launcher.hw_cvt
+    assert launcher.rung == "hardware quantizer" and launcher.quantizer == "hardware"
     assert "mxfp4-mm" not in capsys.readouterr().err
 
 
@@ -253,7 +253,7 @@ def test_a_wrong_hardware_rung_falls_to_the_software_quantizer(monkeypatch, caps
     m, n, k = SHAPE
     monkeypatch.setenv("MXFP4_MM_FAULT", f"wrong:{m},{n},{k}")
     launcher = ladder.proven_launcher("gfx950", "interpreter", m, n, k, (k, 1), "cpu")
-    assert launcher.rung == "software quantizer" and not launcher.hw_cvt
+    assert launcher.rung == "software quantizer" and launcher.quantizer == "software"
     err = capsys.readouterr().err
     assert f"{m}x{n}x{k}: hardware quantizer failed (ProofFailure" in err
     assert f"{m}x{n}x{k}: served by software quantizer" in err

@@ -1,6 +1,6 @@
 """The in-register quantizer (kernels.quantize) is bit-exact with kernels.formats, on both paths,
-with and without the fast path and with both quantizers (HW_CVT runs the Triton model of the
-gfx950 instruction here)."""
+with and without the fast path and with each quantizer (the hardware one runs the Triton model
+of the gfx950 instruction here)."""
 
 import pytest
 import torch
@@ -8,29 +8,32 @@ import triton
 import triton.language as tl
 
 from kernels import formats
-from kernels.quantize import INTERPRETED, _cvt_model, fast_path_blocks, quantize_kernel
+from kernels.quantize import (INTERPRETED, _cvt_model, fast_path_blocks, quantize_kernel,
+                              quantize_rows)
+from launchers.configs import GemmConfig
+from launchers.gemm import GemmLauncher
 
 # Block contexts: the value under test sits in blocks whose other elements set these amax
 # values (0: the value alone), so that every bf16 pattern is quantized at several scales.
 CONTEXTS = (0.0, 1.0, 1.75, 6.0, 2.0 ** -126, 2.0 ** -133, 1.5 * 2.0 ** 100, 3.3e38,
             float("inf"), float("nan"))
 # The hardware quantizer runs here only as the interpreter's model of the instruction.
-# (HW_CVT, FAST_PATH): the software recipe with and without the uniform fast path (NVIDIA's
+# (QUANTIZER, FAST_PATH): the software recipe with and without the uniform fast path (NVIDIA's
 # GEMM has none), and the hardware quantizer, which always has it.
-QUANTIZERS = [pytest.param((False, True), id="software"),
-              pytest.param((False, False), id="software-without-fast-path"),
-              pytest.param((True, True), id="hardware", marks=pytest.mark.skipif(
+QUANTIZERS = [pytest.param(("software", True), id="software"),
+              pytest.param(("software", False), id="software-without-fast-path"),
+              pytest.param(("hardware", True), id="hardware", marks=pytest.mark.skipif(
                   not INTERPRETED.value, reason="the asm runs on gfx950 only"))]
 interpreter_only = pytest.mark.skipif(not INTERPRETED.value, reason="the model is the interpreter's")
 
 
 def run_kernel(x, block_m, quantizer):
-    hw_cvt, fast_path = quantizer
+    name, fast_path = quantizer
     rows, k = x.shape
     codes = torch.empty(rows, k // 2, dtype=torch.uint8, device=x.device)
     scales = torch.empty(rows, k // 32, dtype=torch.uint8, device=x.device)
     quantize_kernel[(rows // block_m, 1)](x, codes, scales, rows, k, k, BLOCK_M=block_m,
-                                          BLOCK_K=k, HW_CVT=hw_cvt, FAST_PATH=fast_path)
+                                          BLOCK_K=k, QUANTIZER=name, FAST_PATH=fast_path)
     return codes, scales
 
 
@@ -160,3 +163,12 @@ def test_triton_model_fails_loudly_on_undocumented_inputs(value, byte):
     x[7, 2, 1] = value
     with pytest.raises(Exception, match="undocumented"):    # the interpreter wraps the error
         model_words(x, byte)
+
+
+def test_an_unknown_quantizer_name_is_refused_in_one_line():
+    x = torch.ones(16, 64, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="quantizer must be one of hardware, .*'hw'"):
+        quantize_rows(x, "hw")
+    with pytest.raises(ValueError, match="quantizer must be one of"):
+        GemmLauncher(GemmConfig(16, 32, 256), "interpreter", 16, 32, 256, (256, 1), "cpu",
+                     quantizer=True)

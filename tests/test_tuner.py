@@ -173,7 +173,7 @@ class Served:
     def __init__(self, config):
         self.config = config
         self.rung = "software quantizer"
-        self.hw_cvt = False
+        self.quantizer = "software"
 
 
 def test_tune_never_times_or_chooses_a_candidate_that_fails_its_proof(monkeypatch, capsys):

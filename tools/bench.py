@@ -218,12 +218,12 @@ def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):
     a, b, _, b_shuffle, b_scale_sh = data
     launcher = launcher_for(a, n)
     backend, _ = current_target(a.device)
-    hw_cvt = launcher.hw_cvt      # the quantizer the proven launcher uses
+    quantizer = launcher.quantizer      # the quantizer the proven launcher uses
     unfused_gemm = GemmLauncher(launcher.config, backend, m, n, k, a.stride(), a.device,
                                 a_prequantized=True)
 
     def unfused():
-        codes, scales = quantize_rows(a, hw_cvt)
+        codes, scales = quantize_rows(a, quantizer)
         return unfused_gemm(codes, b_shuffle, b_scale_sh, scales)
 
     variants = {"fused": lambda: custom_kernel(data), "unfused": unfused,

@@ -1,6 +1,6 @@
 """Cross-compile the configured kernels for gfx950 (or sm_90) and report their resources.
 
-    python -m tools.isa --arch gfx950 [--quantizer hardware|software] [--json FILE]
+    python -m tools.isa --arch gfx950 [--quantizer NAME] [--json FILE]
                         [--asm-dir DIR] [--sweep SHAPES ... | --candidates] [--triton VERSION]
     python -m tools.isa --arch gfx950 --compare-tritons 3.6.0,3.7.0,3.8.0,3.9.0 [--markdown FILE]
     python -m tools.isa --arch sm_90 [--json FILE]
@@ -73,6 +73,7 @@ os.environ.pop("TRITON_INTERPRET", None)   # compiling needs the real JIT functi
 import triton                                # noqa: E402
 
 from kernels import formats                  # noqa: E402
+from kernels.quantize import QUANTIZERS      # noqa: E402
 from launchers.configs import GEMM_CONFIGS, GemmConfig  # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
 from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes, usage_error  # noqa: E402
@@ -223,9 +224,9 @@ def per_k_tile(amdgcn: str, config, k: int) -> dict:
                 mfma_replication=round(mfma_work * config.num_warps / k_tiles / needed, 2))
 
 
-def resource_row(shape, config, spec, hw_cvt: bool, asm_dir=None) -> dict:
+def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
     m, n, k = shape
-    row = dict(shape=[m, n, k], kernel=spec.name, quantizer="hardware" if hw_cvt else "software",
+    row = dict(shape=[m, n, k], kernel=spec.name, quantizer=quantizer,
                config=dict(vars(config)), triton=triton.__version__)
     try:
         compiled = compile_for(spec.kernel, spec.sample_args, spec.options, GFX950)
@@ -263,16 +264,16 @@ def resource_row(shape, config, spec, hw_cvt: bool, asm_dir=None) -> dict:
     return row
 
 
-def report(arch: str, hw_cvt: bool, asm_dir=None) -> list:
+def report(arch: str, quantizer: str, asm_dir=None) -> list:
     rows = []
     for (m, n, k), config in GEMM_CONFIGS[arch].items():
-        for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", hw_cvt):
-            rows.append(resource_row((m, n, k), config, spec, hw_cvt, asm_dir))
+        for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer):
+            rows.append(resource_row((m, n, k), config, spec, quantizer, asm_dir))
             print(f"compiled {m}x{n}x{k} {spec.name}", file=sys.stderr, flush=True)
     return rows
 
 
-def candidates_report(hw_cvt: bool, asm_dir=None) -> list:
+def candidates_report(quantizer: str, asm_dir=None) -> list:
     """Every import-time tuning candidate of gfx950 (launchers.tuner.candidate_configs: the
     table's entry first), each kernel of each; rows carry "candidate" (its index)."""
     from launchers.candidates import CANDIDATES
@@ -281,22 +282,22 @@ def candidates_report(hw_cvt: bool, asm_dir=None) -> list:
     for m, n, k in CANDIDATES["gfx950"]:
         configs = candidate_configs("gfx950", (m, n, k))
         for index, config in enumerate(configs):
-            for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", hw_cvt):
-                rows.append(dict(resource_row((m, n, k), config, spec, hw_cvt, asm_dir),
+            for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer):
+                rows.append(dict(resource_row((m, n, k), config, spec, quantizer, asm_dir),
                                  candidate=index))
             print(f"compiled {m}x{n}x{k} candidate {index + 1}/{len(configs)}",
                   file=sys.stderr, flush=True)
     return rows
 
 
-def sweep(shapes, hw_cvt: bool, asm_dir=None) -> list:
+def sweep(shapes, quantizer: str, asm_dir=None) -> list:
     from tools.tune import tile_candidates
     rows = []
     for m, n, k in shapes:
         candidates = tile_candidates("gfx950", m, n, k, CUS)
         for index, config in enumerate(candidates):
-            spec = launch_specs(config, "hip", m, n, k, (k, 1), "meta", hw_cvt)[0]
-            rows.append(resource_row((m, n, k), config, spec, hw_cvt, asm_dir))
+            spec = launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer)[0]
+            rows.append(resource_row((m, n, k), config, spec, quantizer, asm_dir))
             print(f"compiled {m}x{n}x{k} candidate {index + 1}/{len(candidates)}",
                   file=sys.stderr, flush=True)
     return rows
@@ -448,7 +449,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tools.isa",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--arch", choices=["gfx950", "sm_90"], default="gfx950")
-    parser.add_argument("--quantizer", choices=["hardware", "software"], default="hardware",
+    parser.add_argument("--quantizer", choices=QUANTIZERS, default="hardware",
                         help="the gfx950 in-register quantizer (default hardware)")
     parser.add_argument("--json", help="write the rows as a JSON list to this file")
     parser.add_argument("--asm-dir", metavar="DIR",
@@ -490,7 +491,6 @@ def main(argv=None):
                   f"(this process has {triton.__version__} at {triton.__file__})", file=sys.stderr)
             return 1
         return run_with_triton(args.triton, ["tools.isa", *argv])
-    hw_cvt = args.quantizer == "hardware"
     if args.arch == "sm_90":
         rows = [sm90_row(shape, config) for shape, config in GEMM_CONFIGS["sm_90"].items()]
         print(format_sm90_table(rows))
@@ -498,11 +498,11 @@ def main(argv=None):
         if args.asm_dir:
             os.makedirs(args.asm_dir, exist_ok=True)
         if args.candidates:
-            rows = candidates_report(hw_cvt, args.asm_dir)
+            rows = candidates_report(args.quantizer, args.asm_dir)
         elif sweep_shapes:
-            rows = sweep(sweep_shapes, hw_cvt, args.asm_dir)
+            rows = sweep(sweep_shapes, args.quantizer, args.asm_dir)
         else:
-            rows = report(args.arch, hw_cvt, args.asm_dir)
+            rows = report(args.arch, args.quantizer, args.asm_dir)
         print(format_table(rows))
     if args.json:
         with open(args.json, "w") as f:
