@@ -38,12 +38,44 @@ INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").lower()
 # with it) to the largest whose rounded exponent is 254 (255 is the clamped u = 127 case).
 FAST_AMAX_MIN = tl.constexpr(0x0260)
 FAST_AMAX_MAX = tl.constexpr(0x7F5F)
-# Four pairs into the four bytes of one word: byte j <- pair $(j+1), scale operand $5.
-CVT_FP4_BF16_ASM = tl.constexpr(
-    "v_cvt_scalef32_pk_fp4_bf16 $0, $1, $5\n\t"
-    "v_cvt_scalef32_pk_fp4_bf16 $0, $2, $5 op_sel:[0,0,1,0]\n\t"
-    "v_cvt_scalef32_pk_fp4_bf16 $0, $3, $5 op_sel:[0,0,0,1]\n\t"
-    "v_cvt_scalef32_pk_fp4_bf16 $0, $4, $5 op_sel:[0,0,1,1]")
+# Words per call of the conversion asm (its pack): the outputs $0 .. $(CVT_WORDS - 1) are the
+# words of neighbouring elements, and input i of element w is operand $(CVT_WORDS * (i + 1) + w).
+CVT_WORDS = tl.constexpr(2)
+
+
+def _cvt_template(mnemonic: str, sources: int) -> str:
+    """The asm that converts CVT_WORDS words: byte j of each from the `sources` inputs
+    j*sources .. (j+1)*sources - 1 of its element, with the scale, input 4*sources.
+
+    gfx950 does not forward a conversion's result to the very next instruction, and a
+    conversion writing one byte of a word reads the word's other bytes. So the conversions
+    alternate between the words (each result is next touched two instructions later), and a
+    final s_nop 0 keeps the last one from whatever instruction the compiler puts next.
+    """
+    words = CVT_WORDS.value
+
+    def operand(word, index):
+        return f"${words * (index + 1) + word}"
+    lines = []
+    for byte in range(4):
+        op_sel = f" op_sel:[0,0,{byte & 1},{byte >> 1}]" if byte else ""
+        for word in range(words):
+            inputs = [operand(word, byte * sources + s) for s in range(sources)]
+            lines.append(f"{mnemonic} ${word}, {', '.join(inputs)}, "
+                         f"{operand(word, 4 * sources)}{op_sel}")
+    return "\n\t".join(lines + ["s_nop 0"])
+
+
+def _cvt_constraints(sources: int) -> str:
+    """Early-clobber outputs: no input may share a register with a word written before the
+    input is read."""
+    words = CVT_WORDS.value
+    return ",".join(["=&v"] * words + ["v"] * words * (4 * sources + 1))
+
+
+# v_cvt_scalef32_pk_fp4_bf16: byte j <- the bf16 pair j (input j), scale input 4.
+CVT_FP4_BF16_ASM = tl.constexpr(_cvt_template("v_cvt_scalef32_pk_fp4_bf16", 1))
+CVT_FP4_BF16_CONSTRAINTS = tl.constexpr(_cvt_constraints(1))
 
 
 @triton.jit
@@ -188,9 +220,9 @@ def _hardware_words(bits, exponent, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.conste
     if INTERPRETED:
         return _cvt_model(p0, p1, p2, p3, scale)
     else:
-        return tl.inline_asm_elementwise(CVT_FP4_BF16_ASM, "=&v,v,v,v,v,v",
+        return tl.inline_asm_elementwise(CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS,
                                          [p0, p1, p2, p3, scale], dtype=tl.uint32,
-                                         is_pure=True, pack=1)
+                                         is_pure=True, pack=CVT_WORDS)
 
 
 @triton.jit

@@ -6,8 +6,10 @@ the scale operand 2^(byte - 127) for every tile whose block amaxes all lie in
 [FAST_AMAX_MIN, FAST_AMAX_MAX], and the proof below covers every bf16 value in every such block.
 Everything else takes the software recipe (tests/test_quantize_kernel.py). The interpreter runs
 the kernel's hardware quantizer with a Triton model in place of the asm
-(tests/test_quantize_kernel.py, below for GEMMs), and on the chip every launcher is proven against the reference when it is built
-(launchers/proof.py), the hardware quantizer's first (launchers/ladder.py).
+(tests/test_quantize_kernel.py, below for GEMMs), and on the chip every launcher is proven
+against the reference when it is built (launchers/proof.py), the hardware quantizer's first
+(launchers/ladder.py). The asm template itself is checked below: its operands against the
+model's, and no conversion's result read by the next instruction (gfx950 does not forward it).
 """
 
 import ast
@@ -20,7 +22,8 @@ import torch
 
 import reference
 from kernels import formats
-from kernels.quantize import CVT_FP4_BF16_ASM, FAST_AMAX_MAX, FAST_AMAX_MIN
+from kernels.quantize import (CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_WORDS,
+                              FAST_AMAX_MAX, FAST_AMAX_MIN)
 from launchers.configs import GemmConfig
 from launchers.gemm import GemmLauncher
 
@@ -161,7 +164,8 @@ def _calls(function, name):
 
 def test_the_asm_call_gets_the_operands_the_model_gets():
     """In _hardware_words the interpreter's model and the gfx950 asm take one operand list
-    (p0..p3, scale): a swap in the asm call alone would only show on the hardware."""
+    (p0..p3, scale): a swap in the asm call alone would only show on the hardware. The asm
+    converts CVT_WORDS words per call (its pack), with the constraints made for it."""
     tree = ast.parse((ROOT / "kernels" / "quantize.py").read_text())
     function = _function(tree, "_hardware_words")
     (model,) = _calls(function, "_cvt_model")
@@ -170,17 +174,64 @@ def test_the_asm_call_gets_the_operands_the_model_gets():
     asm_operands = [ast.unparse(arg) for arg in asm.args[2].elts]
     assert model_operands == ["p0", "p1", "p2", "p3", "scale"]
     assert asm_operands == model_operands
+    assert [ast.unparse(arg) for arg in asm.args[:2]] == ["CVT_FP4_BF16_ASM",
+                                                          "CVT_FP4_BF16_CONSTRAINTS"]
+    assert {k.arg: ast.unparse(k.value) for k in asm.keywords}["pack"] == "CVT_WORDS"
 
 
-def test_the_asm_template_puts_pair_j_into_byte_j():
-    """The model's contract: pair j (operand $(j+1)) -> byte j of the word ($0), scale $5.
-    The destination byte of v_cvt_scalef32_pk_fp4_bf16 is op_sel[2] + 2 * op_sel[3]."""
-    lines = [line.strip() for line in CVT_FP4_BF16_ASM.value.split("\n")]
-    assert len(lines) == 4
-    for j, line in enumerate(lines):
-        match = re.fullmatch(r"v_cvt_scalef32_pk_fp4_bf16 \$0, \$(\d), \$5"
-                             r"(?: op_sel:\[0,0,([01]),([01])\])?", line)
+# Each asm template: (template, constraints, sources per byte).
+TEMPLATES = [pytest.param((CVT_FP4_BF16_ASM.value, CVT_FP4_BF16_CONSTRAINTS.value, 1), id="bf16")]
+_CONVERSION = re.compile(r"(v_cvt_scalef32_pk_fp4_\w+) \$(\d+), ((?:\$\d+, )+)\$(\d+)"
+                         r"(?: op_sel:\[0,0,([01]),([01])\])?")
+
+
+def _lines(template):
+    return [line.strip() for line in template.split("\n")]
+
+
+def _operands(line):
+    return {int(number) for number in re.findall(r"\$(\d+)", line)}
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_the_asm_template_puts_input_group_j_into_byte_j_of_its_own_word(template):
+    """The model's contract, for each word w of a call (Triton's pack: output $w is the word
+    of element w, input i of element w is operand $(CVT_WORDS * (i + 1) + w)): the sources
+    of byte j are inputs j*n .. (j+1)*n - 1 (n per byte), the scale is input 4n, and the
+    destination byte is op_sel[2] + 2 * op_sel[3]."""
+    text, constraints, n = template
+    words = CVT_WORDS.value
+    assert constraints.split(",") == ["=&v"] * words + ["v"] * words * (4 * n + 1)
+    written = []
+    for line in _lines(text)[:-1]:
+        match = _CONVERSION.fullmatch(line)
         assert match, line
-        source, sel2, sel3 = match.groups()
-        assert int(source) == j + 1, line
-        assert int(sel2 or 0) + 2 * int(sel3 or 0) == j, line
+        word = int(match.group(2))
+        sources = [int(x) for x in re.findall(r"\d+", match.group(3))]
+        byte = int(match.group(5) or 0) + 2 * int(match.group(6) or 0)
+        assert word < words, line
+        assert sources == [words * (byte * n + s + 1) + word for s in range(n)], line
+        assert int(match.group(4)) == words * (4 * n + 1) + word, line
+        written.append((word, byte))
+    assert sorted(written) == [(w, j) for w in range(words) for j in range(4)]
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_no_conversion_result_is_touched_by_the_next_instruction(template):
+    """gfx950 does not forward a conversion's result to the very next instruction (and a
+    byte write reads the other bytes of its word): the instruction after each conversion,
+    inside the template or after it, must not name its destination. The template ends with
+    s_nop 0, so whatever the compiler puts after the asm comes at least one instruction late."""
+    lines = _lines(template[0])
+    assert lines[-1] == "s_nop 0"
+    for line, following in zip(lines, lines[1:]):
+        if line.startswith("v_cvt_scalef32"):
+            destination = int(_CONVERSION.fullmatch(line).group(2))
+            assert destination not in _operands(following), (line, following)
+
+
+def test_the_hazard_check_can_fail():
+    chained = "v_cvt_scalef32_pk_fp4_bf16 $0, $2, $10\n\tv_cvt_scalef32_pk_fp4_bf16 $0, $4, $10 " \
+              "op_sel:[0,0,1,0]\n\ts_nop 0"
+    with pytest.raises(AssertionError):
+        test_no_conversion_result_is_touched_by_the_next_instruction((chained, "", 1))
