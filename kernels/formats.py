@@ -134,21 +134,41 @@ def cvt_scalef32_pk_fp4_bf16_model(low: torch.Tensor, high: torch.Tensor,
     (|x / scale| < 2**-126 / 2**-124 = 0.25); its sign is the one unknown, so the model keeps
     it (-0, code 8) and the chip may give +0 (code 0) instead, which changes no product sum.
     """
+    return _cvt_scalef32_pk_fp4_model("v_cvt_scalef32_pk_fp4_bf16", torch.bfloat16,
+                                      low, high, scale)
+
+
+def cvt_scalef32_pk_fp4_f32_model(src0: torch.Tensor, src1: torch.Tensor,
+                                  scale: torch.Tensor) -> torch.Tensor:
+    """Model of gfx950 `v_cvt_scalef32_pk_fp4_f32 vdst, src0, src1, scale` (task.md): the byte
+    it writes, as uint8: src0 (fp32) -> low nibble, src1 (fp32) -> high nibble.
+
+    The same definition and the same documented inputs as cvt_scalef32_pk_fp4_bf16_model,
+    for fp32 sources: ValueError on NaN, +-inf, a scale exponent field of 0 or 255, and a
+    nonzero fp32 denormal under a scale exponent field below 3 (at or above 3 it converts to
+    a zero, its sign kept here, possibly +0 on the chip), and on sources that are not fp32.
+    """
+    return _cvt_scalef32_pk_fp4_model("v_cvt_scalef32_pk_fp4_f32", torch.float32,
+                                      src0, src1, scale)
+
+
+def _cvt_scalef32_pk_fp4_model(instruction: str, dtype, low, high, scale) -> torch.Tensor:
+    if low.dtype != dtype or high.dtype != dtype:
+        raise ValueError(f"{instruction} model: sources must be {dtype}, got {low.dtype} "
+                         f"and {high.dtype}")
     exponent = (scale.contiguous().view(torch.int32) >> 23) & 0xFF
     if bool(((exponent == 0) | (exponent == 255)).any()):
-        raise ValueError("v_cvt_scalef32_pk_fp4_bf16 model: scale exponent field 0 or 255 is undocumented")
-    return pack_nibbles(torch.stack((_model_e2m1_bf16(low, exponent),
-                                     _model_e2m1_bf16(high, exponent)), dim=-1).flatten(-2))
+        raise ValueError(f"{instruction} model: scale exponent field 0 or 255 is undocumented")
+    return pack_nibbles(torch.stack((_model_e2m1(instruction, low, exponent),
+                                     _model_e2m1(instruction, high, exponent)), dim=-1).flatten(-2))
 
 
-def _model_e2m1_bf16(x: torch.Tensor, scale_exponent: torch.Tensor) -> torch.Tensor:
-    bits = x.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
-    field = (bits >> 7) & 0xFF
-    denormal = (field == 0) & ((bits & 0x7F) != 0)
-    if bool((field == 0xFF).any()):
-        raise ValueError("v_cvt_scalef32_pk_fp4_bf16 model: NaN or inf input is undocumented")
+def _model_e2m1(instruction: str, x: torch.Tensor, scale_exponent: torch.Tensor) -> torch.Tensor:
+    denormal = (x != 0) & (x.abs() < torch.finfo(x.dtype).tiny)
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{instruction} model: NaN or inf input is undocumented")
     if bool((denormal & (scale_exponent < 3)).any()):
-        raise ValueError("v_cvt_scalef32_pk_fp4_bf16 model: a denormal under a scale below "
+        raise ValueError(f"{instruction} model: a denormal under a scale below "
                          "2**-124 is undocumented (flushing would change its code)")
     y = x.double() * torch.pow(2.0, 127 - scale_exponent.double())
     grid = torch.tensor(E2M1_VALUES[:8], dtype=torch.float64)
@@ -156,7 +176,7 @@ def _model_e2m1_bf16(x: torch.Tensor, scale_exponent: torch.Tensor) -> torch.Ten
     candidates = distance == distance.min(dim=-1, keepdim=True).values  # one, or two at a tie
     even = candidates & (torch.arange(8) % 2 == 0)
     code = torch.where(even.any(-1), even.int().argmax(-1), candidates.int().argmax(-1))
-    return (code | torch.where(bits >= 0x8000, 8, 0)).to(torch.uint8)
+    return (code | torch.where(torch.signbit(x), 8, 0)).to(torch.uint8)
 
 
 def e8m0_to_f32(scales: torch.Tensor) -> torch.Tensor:

@@ -2,23 +2,27 @@
 
 `quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K], QUANTIZER, FAST_PATH) -> (codes uint8 [BLOCK_M,
 BLOCK_K/2], scales uint8 [BLOCK_M, BLOCK_K/32])`: per row, each run of 32 elements along K is
-one MX block. QUANTIZER is one of QUANTIZERS: "hardware" (gfx950's conversion instruction) or
-"software". With the hardware quantizer or FAST_PATH, two paths, chosen once per tile by a
-uniform branch:
+one MX block. QUANTIZER is one of QUANTIZERS: "hardware" and "hardware-f32" (gfx950's
+conversion instruction, its bf16 and its f32 form), or "software". With a hardware quantizer
+or FAST_PATH, two paths, chosen once per tile by a uniform branch:
   - fast (a bf16 tile whose every block amax, as bf16 magnitude bits M, lies in
     [FAST_AMAX_MIN, FAST_AMAX_MAX]): no NaN, no inf, and a block exponent e_r = (M + 0x20) >> 7
     in [5, 254], so the scale byte is e_r - 2 with no clamp. The block amax is an integer max
     of the magnitude bits. The codes come from `v_cvt_scalef32_pk_fp4_bf16` on the raw bf16
-    pairs with the scale operand 2^(byte - 127) (the hardware quantizer), or from the software
-    recipe on x * 2^(127 - byte);
+    pairs ("hardware") or `v_cvt_scalef32_pk_fp4_f32` on the elements widened to fp32
+    ("hardware-f32"), with the scale operand 2^(byte - 127), or from the software recipe on
+    x * 2^(127 - byte);
   - slow (any other tile, and every fp32 tile): the software recipe with its special-value
     work (NaN-ignoring amax, NaN payload quieting, the clamped scale), as aiter's
     _mxfp4_quant_op, for both quantizers.
 Without either (the software quantizer on NVIDIA, where the branch costs more than it saves),
 every tile takes the software recipe, its pairs packed directly.
 Why the fast range is enough for the instruction: see formats.cvt_scalef32_pk_fp4_bf16_model
-(inputs it documents) and tests/test_hw_quant.py (every bf16 value in every accepted block).
-Under the interpreter (no inline asm) `_cvt_model` stands in for the instruction.
+and cvt_scalef32_pk_fp4_f32_model (inputs they document) and tests/test_hw_quant.py (every
+bf16 value in every accepted block, both forms). The asm converts two words per call with
+their conversions alternating (see _cvt_template: gfx950 does not forward a conversion's
+result to the next instruction). Under the interpreter (no inline asm) `_cvt_model` and
+`_cvt_f32_model` stand in for the two forms.
 `quantize_kernel` runs the quantizer on a plain [rows, K] tensor (`quantize_rows` is its host
 wrapper: the separate quantization step of the unfused baseline in tools.bench).
 """
@@ -30,7 +34,7 @@ import triton
 import triton.language as tl
 
 # The quantizers by name: the kernels' QUANTIZER constexpr and the launchers' quantizer argument.
-QUANTIZERS = ("hardware", "software")
+QUANTIZERS = ("hardware", "hardware-f32", "software")
 INTERPRETED = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0").lower()
                            in ("1", "true", "on", "yes"))
 # Block amax range of the fast path, as bf16 magnitude bits: from the smallest amax whose
@@ -76,6 +80,10 @@ def _cvt_constraints(sources: int) -> str:
 # v_cvt_scalef32_pk_fp4_bf16: byte j <- the bf16 pair j (input j), scale input 4.
 CVT_FP4_BF16_ASM = tl.constexpr(_cvt_template("v_cvt_scalef32_pk_fp4_bf16", 1))
 CVT_FP4_BF16_CONSTRAINTS = tl.constexpr(_cvt_constraints(1))
+# v_cvt_scalef32_pk_fp4_f32: byte j <- the fp32 elements 2j (src0) and 2j + 1 (inputs 2j and
+# 2j + 1), scale input 8.
+CVT_FP4_F32_ASM = tl.constexpr(_cvt_template("v_cvt_scalef32_pk_fp4_f32", 2))
+CVT_FP4_F32_CONSTRAINTS = tl.constexpr(_cvt_constraints(2))
 
 
 @triton.jit
@@ -172,50 +180,71 @@ def _pairs(bits, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.constexpr):
 
 
 @triton.jit
-def _cvt_model_codes(half, scale_exponent):
-    """One bf16 (bits in the low 16 of a uint32) -> the E2M1 code the instruction documents,
-    from its definition E2M1(x / 2^(scale_exponent - 127)): the nearest of the eight
-    magnitudes, ties to the even code, saturating at 6, sign kept. -1 where the ISA leaves
-    the result undocumented: NaN, inf, or a denormal that could round away from zero."""
-    magnitude = ((half & 0x7FFF) << 16).to(tl.float32, bitcast=True).to(tl.float64)
+def _f32_sources(bits, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.constexpr):
+    """bf16 bits uint16 [BM, NB, 32] -> eight fp32 [BM, NB, 4]: tensor 2j + h holds element
+    8g + 2j + h of each block (src0 of byte j for h = 0, src1 for h = 1)."""
+    even, odd = tl.split(bits.reshape(BLOCK_M, NUM_BLOCKS, 4, 2, 2, 2))
+    e0, e1, e2, e3 = _by_byte((even.to(tl.uint32) << 16).to(tl.float32, bitcast=True))
+    o0, o1, o2, o3 = _by_byte((odd.to(tl.uint32) << 16).to(tl.float32, bitcast=True))
+    return e0, o0, e1, o1, e2, o2, e3, o3
+
+
+@triton.jit
+def _cvt_model_codes(bits, scale_exponent):
+    """One fp32 (its bits, uint32) -> the E2M1 code the instruction documents, from its
+    definition E2M1(x / 2^(scale_exponent - 127)): the nearest of the eight magnitudes, ties
+    to the even code, saturating at 6, sign kept. -1 where the ISA leaves the result
+    undocumented: NaN, inf, or a denormal that could round away from zero."""
+    magnitude = (bits & 0x7FFFFFFF).to(tl.float32, bitcast=True).to(tl.float64)
     y = magnitude * ((1150 - scale_exponent).to(tl.uint64) << 52).to(tl.float64, bitcast=True)
     code = ((y > 0.25).to(tl.uint32) + (y >= 0.75).to(tl.uint32) + (y > 1.25).to(tl.uint32)
             + (y >= 1.75).to(tl.uint32) + (y > 2.5).to(tl.uint32) + (y >= 3.5).to(tl.uint32)
             + (y > 5.0).to(tl.uint32))
-    code = code | ((half >> 12) & 8)
-    exponent = (half >> 7) & 0xFF
-    denormal = (exponent == 0) & ((half & 0x7F) != 0)
+    code = code | ((bits >> 28) & 8)
+    exponent = (bits >> 23) & 0xFF
+    denormal = (exponent == 0) & ((bits & 0x7FFFFF) != 0)
     undocumented = (exponent == 0xFF) | (denormal & (scale_exponent < 3))
     return tl.where(undocumented, -1, code.to(tl.int32))
 
 
 @triton.jit
-def _cvt_model(p0, p1, p2, p3, scale):
-    """Interpreter stand-in for CVT_FP4_BF16_ASM (same operands, same word). Raises on an
-    input whose conversion the ISA does not document, so that a test reaching it fails."""
+def _cvt_model_word(sources, scale, INSTRUCTION: tl.constexpr):
+    """fp32 bits (low, high) of byte 0, then of bytes 1..3, and the scale operand -> the word
+    that four conversions write, low into the low nibble. Raises on an input whose conversion
+    the ISA does not document, so that a test reaching it fails."""
     scale_exponent = (scale.to(tl.uint32, bitcast=True) >> 23) & 0xFF
-    word = tl.zeros(p0.shape, tl.uint32)
+    word = tl.zeros(scale.shape, tl.uint32)
     undocumented = (scale_exponent == 0) | (scale_exponent == 0xFF)
-    for j, pair in enumerate((p0, p1, p2, p3)):
-        low = _cvt_model_codes(pair & 0xFFFF, scale_exponent)
-        high = _cvt_model_codes(pair >> 16, scale_exponent)
+    for j in range(4):
+        low = _cvt_model_codes(sources[2 * j], scale_exponent)
+        high = _cvt_model_codes(sources[2 * j + 1], scale_exponent)
         undocumented = undocumented | (low < 0) | (high < 0)
         word = word | ((low.to(tl.uint32) | (high.to(tl.uint32) << 4)) & 0xFF) << (8 * j)
     if tl.max(undocumented.to(tl.int32)) != 0:
-        raise ValueError("v_cvt_scalef32_pk_fp4_bf16 model: undocumented input "
+        raise ValueError(f"{INSTRUCTION} model: undocumented input "
                          "(NaN, inf, a denormal at a scale below 2^-124, or a bad scale)")
     return word
 
 
 @triton.jit
-def _hardware_words(bits, exponent, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.constexpr):
-    """bf16 bits uint32 [BM, NB, 32] and rounded block exponents [BM, NB, 1] of a fast tile ->
-    words [BM, NB, 4] by the gfx950 instruction with the scale operand 2^(byte - 127)."""
-    scale = ((exponent - 2) << 23).to(tl.float32, bitcast=True)
-    # Split like the data, so that both land in one layout.
-    scale, _ = tl.split(tl.broadcast_to(scale, (BLOCK_M, NUM_BLOCKS, 32)).reshape(
-        BLOCK_M, NUM_BLOCKS, 4, 2, 2, 2))
-    scale, _, _, _ = _by_byte(scale)
+def _cvt_model(p0, p1, p2, p3, scale):
+    """Interpreter stand-in for CVT_FP4_BF16_ASM (the same operands, the same word)."""
+    return _cvt_model_word((p0 << 16, p0 & 0xFFFF0000, p1 << 16, p1 & 0xFFFF0000,
+                            p2 << 16, p2 & 0xFFFF0000, p3 << 16, p3 & 0xFFFF0000), scale,
+                           "v_cvt_scalef32_pk_fp4_bf16")
+
+
+@triton.jit
+def _cvt_f32_model(x0, x1, x2, x3, x4, x5, x6, x7, scale):
+    """Interpreter stand-in for CVT_FP4_F32_ASM (the same operands, the same word)."""
+    return _cvt_model_word(tuple(x.to(tl.uint32, bitcast=True)
+                                 for x in (x0, x1, x2, x3, x4, x5, x6, x7)), scale,
+                           "v_cvt_scalef32_pk_fp4_f32")
+
+
+@triton.jit
+def _bf16_form_words(bits, scale, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.constexpr):
+    """v_cvt_scalef32_pk_fp4_bf16 on the raw bf16 pairs."""
     p0, p1, p2, p3 = _pairs(bits, BLOCK_M, NUM_BLOCKS)
     if INTERPRETED:
         return _cvt_model(p0, p1, p2, p3, scale)
@@ -223,6 +252,35 @@ def _hardware_words(bits, exponent, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.conste
         return tl.inline_asm_elementwise(CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS,
                                          [p0, p1, p2, p3, scale], dtype=tl.uint32,
                                          is_pure=True, pack=CVT_WORDS)
+
+
+@triton.jit
+def _f32_form_words(bits, scale, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.constexpr):
+    """v_cvt_scalef32_pk_fp4_f32 on the elements widened to fp32 (exact: a 16-bit shift)."""
+    x0, x1, x2, x3, x4, x5, x6, x7 = _f32_sources(bits, BLOCK_M, NUM_BLOCKS)
+    if INTERPRETED:
+        return _cvt_f32_model(x0, x1, x2, x3, x4, x5, x6, x7, scale)
+    else:
+        return tl.inline_asm_elementwise(CVT_FP4_F32_ASM, CVT_FP4_F32_CONSTRAINTS,
+                                         [x0, x1, x2, x3, x4, x5, x6, x7, scale],
+                                         dtype=tl.uint32, is_pure=True, pack=CVT_WORDS)
+
+
+@triton.jit
+def _hardware_words(bits, exponent, QUANTIZER: tl.constexpr, BLOCK_M: tl.constexpr,
+                    NUM_BLOCKS: tl.constexpr):
+    """bf16 bits uint16 [BM, NB, 32] and rounded block exponents [BM, NB, 1] of a fast tile ->
+    words [BM, NB, 4] by the gfx950 instruction with the scale operand 2^(byte - 127): its
+    bf16 form ("hardware") or its f32 form ("hardware-f32")."""
+    scale = ((exponent - 2) << 23).to(tl.float32, bitcast=True)
+    # Split like the data, so that both land in one layout.
+    scale, _ = tl.split(tl.broadcast_to(scale, (BLOCK_M, NUM_BLOCKS, 32)).reshape(
+        BLOCK_M, NUM_BLOCKS, 4, 2, 2, 2))
+    scale, _, _, _ = _by_byte(scale)
+    if QUANTIZER == "hardware-f32":
+        return _f32_form_words(bits, scale, BLOCK_M, NUM_BLOCKS)
+    else:
+        return _bf16_form_words(bits, scale, BLOCK_M, NUM_BLOCKS)
 
 
 @triton.jit
@@ -249,7 +307,7 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
         if fast:
             exponent = ((amax2 + 0x40) >> 8)[:, :, None]     # (amax + 0x20) >> 7
             if HARDWARE:
-                words = _hardware_words(bits, exponent, BLOCK_M, NUM_BLOCKS)
+                words = _hardware_words(bits, exponent, QUANTIZER, BLOCK_M, NUM_BLOCKS)
             else:
                 words = _software_words(bits, exponent, BLOCK_M, NUM_BLOCKS)
             scale = (exponent - 2).to(tl.int32).reshape(BLOCK_M, NUM_BLOCKS)

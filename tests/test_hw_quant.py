@@ -22,8 +22,8 @@ import torch
 
 import reference
 from kernels import formats
-from kernels.quantize import (CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_WORDS,
-                              FAST_AMAX_MAX, FAST_AMAX_MIN)
+from kernels.quantize import (CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_FP4_F32_ASM,
+                              CVT_FP4_F32_CONSTRAINTS, CVT_WORDS, FAST_AMAX_MAX, FAST_AMAX_MIN)
 from launchers.configs import GemmConfig
 from launchers.gemm import GemmLauncher
 
@@ -35,11 +35,18 @@ def scale_of_byte(byte):
     return torch.tensor([byte << 23], dtype=torch.int32).view(torch.float32)
 
 
-def model(values, byte=127):
-    """Per-value code through the instruction model (value in the low half, +0 in the high)."""
-    values = values.to(torch.bfloat16).flatten()
+# The instruction's two forms: their source dtype and model.
+FORMS = {"bf16": (torch.bfloat16, formats.cvt_scalef32_pk_fp4_bf16_model),
+         "f32": (torch.float32, formats.cvt_scalef32_pk_fp4_f32_model)}
+
+
+def model(values, byte=127, form="bf16"):
+    """Per-value code through the model of the instruction's form (the value as the low
+    nibble's source, +0 as the high one's)."""
+    dtype, instruction = FORMS[form]
+    values = values.to(dtype).flatten()
     scale = scale_of_byte(byte).expand_as(values.float())
-    return formats.cvt_scalef32_pk_fp4_bf16_model(values, torch.zeros_like(values), scale) & 0xF
+    return instruction(values, torch.zeros_like(values), scale) & 0xF
 
 
 def all_bf16_values():
@@ -57,33 +64,55 @@ def rounded_exponent(amax_bits: int) -> int:
     (0.0, 0), (0.25, 0), (0.2578125, 1), (0.75, 2), (1.25, 2), (1.2578125, 3), (1.75, 4),
     (2.5, 4), (2.515625, 5), (3.5, 6), (5.0, 6), (5.03125, 7), (6.0, 7), (100.0, 7),
     (-0.75, 10), (-5.0, 14), (-0.1, 8), (-100.0, 15), (-0.0, 8)])
-def test_model_rounds_to_nearest_even_and_saturates(value, code):
-    assert int(model(torch.tensor([value]))) == code
+@pytest.mark.parametrize("form", FORMS)
+def test_model_rounds_to_nearest_even_and_saturates(value, code, form):
+    assert int(model(torch.tensor([value]), form=form)) == code
 
 
-def test_model_divides_by_the_scale_exponent_only():
+@pytest.mark.parametrize("form", FORMS)
+def test_model_divides_by_the_scale_exponent_only(form):
+    dtype, instruction = FORMS[form]
     scale = torch.tensor([4.0 * 1.9])       # exponent 2**2; the mantissa must be ignored
-    values = torch.tensor([6.0, 10.0, 13.0], dtype=torch.bfloat16)
-    codes = formats.cvt_scalef32_pk_fp4_bf16_model(values, torch.zeros_like(values),
-                                                   scale.expand(3)) & 0xF
+    values = torch.tensor([6.0, 10.0, 13.0], dtype=dtype)
+    codes = instruction(values, torch.zeros_like(values), scale.expand(3)) & 0xF
     assert codes.tolist() == [3, 4, 5]
 
 
-def test_model_packs_the_low_half_into_the_low_nibble():
-    low, high = torch.tensor([1.0], dtype=torch.bfloat16), torch.tensor([-3.0], dtype=torch.bfloat16)
-    assert int(formats.cvt_scalef32_pk_fp4_bf16_model(low, high, scale_of_byte(127))) == 2 | (13 << 4)
+@pytest.mark.parametrize("form", FORMS)
+def test_model_packs_the_low_source_into_the_low_nibble(form):
+    dtype, instruction = FORMS[form]
+    low, high = torch.tensor([1.0], dtype=dtype), torch.tensor([-3.0], dtype=dtype)
+    assert int(instruction(low, high, scale_of_byte(127))) == 2 | (13 << 4)
 
 
 @pytest.mark.parametrize("value, byte", [(math.nan, 127), (math.inf, 127), (-math.inf, 127),
                                          (1e-40, 2), (-9.2e-41, 1), (1.0, 0), (1.0, 255)])
-def test_model_refuses_undocumented_inputs(value, byte):
+@pytest.mark.parametrize("form", FORMS)
+def test_model_refuses_undocumented_inputs(value, byte, form):
     with pytest.raises(ValueError, match="undocumented"):
-        model(torch.tensor([value]), byte)
+        model(torch.tensor([value]), byte, form)
 
 
-def test_model_gives_zero_codes_to_denormals_and_signed_zeros_at_scales_from_2_to_the_minus_124():
+@pytest.mark.parametrize("form", FORMS)
+def test_model_gives_zero_codes_to_denormals_and_signed_zeros_at_scales_from_2_to_the_minus_124(
+        form):
     tiny = torch.tensor([1e-40, -1e-40, 0.0, -0.0, 1.1754942e-38, -1.1754942e-38])
-    assert model(tiny, 3).tolist() == [0, 8, 0, 8, 0, 8]
+    assert model(tiny, 3, form).tolist() == [0, 8, 0, 8, 0, 8]
+
+
+@pytest.mark.parametrize("form, wrong", [("bf16", torch.float32), ("f32", torch.bfloat16)])
+def test_model_refuses_sources_of_the_other_form(form, wrong):
+    values = torch.ones(2, dtype=wrong)
+    with pytest.raises(ValueError, match="sources must be"):
+        FORMS[form][1](values, values, scale_of_byte(127).expand(2))
+
+
+def test_f32_model_reads_every_mantissa_bit():
+    """fp32 sources just past a tie round away from it (a bf16 source cannot hold them)."""
+    ties = torch.tensor([0.25, 1.25, 2.5, 5.0])
+    past = torch.nextafter(ties, torch.tensor(7.0))
+    assert model(ties, form="f32").tolist() == [0, 2, 4, 6]
+    assert model(past, form="f32").tolist() == [1, 3, 5, 7]
 
 
 # ------------------------------------------------------------------ the fast path's inputs
@@ -105,11 +134,13 @@ def test_fast_range_scale_bytes_agree_with_the_even_rule():
     assert torch.equal(multiplier, torch.pow(2.0, 127.0 - want.float()))
 
 
-def test_every_bf16_value_in_every_fast_block_converts_as_the_software_recipe():
+@pytest.mark.parametrize("form", FORMS)
+def test_every_bf16_value_in_every_fast_block_converts_as_the_software_recipe(form):
     """For each fast block exponent e_r (byte e_r - 2) and each bf16 x that a block with that
     exponent can hold (magnitude bits up to the largest amax rounding to e_r), the instruction
-    model on raw x with scale 2^(byte - 127) gives the software code of x * 2^(127 - byte)
-    exactly (the model keeps the sign of zero; the chip may give +0 there, see formats)."""
+    model (either form: raw x, or x widened to fp32) with scale 2^(byte - 127) gives the
+    software code of x * 2^(127 - byte) exactly (the model keeps the sign of zero; the chip
+    may give +0 there, see formats)."""
     x = all_bf16_values()
     magnitude = x.view(torch.int16).to(torch.int32) & 0x7FFF
     compared = 0
@@ -119,7 +150,7 @@ def test_every_bf16_value_in_every_fast_block_converts_as_the_software_recipe():
         in_block = x[magnitude <= largest_amax]
         multiplier = torch.pow(2.0, torch.tensor(127.0 - byte))
         software = formats.e2m1_codes(formats.scaled_block(in_block.float(), multiplier))
-        hardware = model(in_block, byte)
+        hardware = model(in_block, byte, form)
         same = software == hardware
         assert bool(same.all()), f"e_r={e_r}: x={in_block[~same][:4].float().tolist()}"
         compared += in_block.numel()
@@ -133,7 +164,9 @@ def test_every_bf16_value_in_every_fast_block_converts_as_the_software_recipe():
     (20, 128, 1024, GemmConfig(16, 64, 256)),                 # a K loop, rows past M wrapped
     (8, 64, 1024, GemmConfig(16, 32, 256, split_k=2)),
 ])
-def test_gemm_with_the_hardware_quantizer_matches_the_software_one_and_the_reference(m, n, k, config):
+@pytest.mark.parametrize("quantizer", ["hardware", "hardware-f32"])
+def test_gemm_with_a_hardware_quantizer_matches_the_software_one_and_the_reference(
+        m, n, k, config, quantizer):
     data = reference.generate_input(m, n, k, seed=m * n + k, device="cpu")
     a, _, _, b_shuffle, b_scale_sh = data
     a = a.clone()
@@ -141,7 +174,7 @@ def test_gemm_with_the_hardware_quantizer_matches_the_software_one_and_the_refer
     a[min(3, m - 1), k - 64:] = 0.0     # and those with all-zero blocks too
     data = (a,) + data[1:]
     outs = [GemmLauncher(config, "interpreter", m, n, k, (k, 1), "cpu", quantizer=name)(
-        a, b_shuffle, b_scale_sh) for name in ("hardware", "software")]
+        a, b_shuffle, b_scale_sh) for name in (quantizer, "software")]
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
     finite = torch.isfinite(outs[1]).all(dim=1)
     want = reference.ref_kernel(data)
@@ -149,8 +182,9 @@ def test_gemm_with_the_hardware_quantizer_matches_the_software_one_and_the_refer
 
 
 # ------------------------------------------------------------------ the asm call's operands
-# The interpreter runs _cvt_model, never the asm call: its operand list and template are
-# checked against the model's contract here (seeded swaps in either passed every other test).
+# The interpreter runs _cvt_model and _cvt_f32_model, never the asm calls: their operand lists
+# and templates are checked against the models' contract here (seeded swaps in either passed
+# every other test).
 
 def _function(tree, name):
     return next(node for node in ast.walk(tree)
@@ -162,25 +196,32 @@ def _calls(function, name):
             and ast.unparse(node.func) == name]
 
 
-def test_the_asm_call_gets_the_operands_the_model_gets():
-    """In _hardware_words the interpreter's model and the gfx950 asm take one operand list
-    (p0..p3, scale): a swap in the asm call alone would only show on the hardware. The asm
-    converts CVT_WORDS words per call (its pack), with the constraints made for it."""
+@pytest.mark.parametrize("function, model_name, operands, constants", [
+    ("_bf16_form_words", "_cvt_model", ["p0", "p1", "p2", "p3", "scale"],
+     ["CVT_FP4_BF16_ASM", "CVT_FP4_BF16_CONSTRAINTS"]),
+    ("_f32_form_words", "_cvt_f32_model", [f"x{i}" for i in range(8)] + ["scale"],
+     ["CVT_FP4_F32_ASM", "CVT_FP4_F32_CONSTRAINTS"]),
+])
+def test_the_asm_call_gets_the_operands_the_model_gets(function, model_name, operands,
+                                                        constants):
+    """In each form's function the interpreter's model and the gfx950 asm take one operand
+    list: a swap in the asm call alone would only show on the hardware. The asm converts
+    CVT_WORDS words per call (its pack), with the template and constraints of its form."""
     tree = ast.parse((ROOT / "kernels" / "quantize.py").read_text())
-    function = _function(tree, "_hardware_words")
-    (model,) = _calls(function, "_cvt_model")
+    function = _function(tree, function)
+    (model,) = _calls(function, model_name)
     (asm,) = _calls(function, "tl.inline_asm_elementwise")
     model_operands = [ast.unparse(arg) for arg in model.args]
     asm_operands = [ast.unparse(arg) for arg in asm.args[2].elts]
-    assert model_operands == ["p0", "p1", "p2", "p3", "scale"]
+    assert model_operands == operands
     assert asm_operands == model_operands
-    assert [ast.unparse(arg) for arg in asm.args[:2]] == ["CVT_FP4_BF16_ASM",
-                                                          "CVT_FP4_BF16_CONSTRAINTS"]
+    assert [ast.unparse(arg) for arg in asm.args[:2]] == constants
     assert {k.arg: ast.unparse(k.value) for k in asm.keywords}["pack"] == "CVT_WORDS"
 
 
 # Each asm template: (template, constraints, sources per byte).
-TEMPLATES = [pytest.param((CVT_FP4_BF16_ASM.value, CVT_FP4_BF16_CONSTRAINTS.value, 1), id="bf16")]
+TEMPLATES = [pytest.param((CVT_FP4_BF16_ASM.value, CVT_FP4_BF16_CONSTRAINTS.value, 1), id="bf16"),
+             pytest.param((CVT_FP4_F32_ASM.value, CVT_FP4_F32_CONSTRAINTS.value, 2), id="f32")]
 _CONVERSION = re.compile(r"(v_cvt_scalef32_pk_fp4_\w+) \$(\d+), ((?:\$\d+, )+)\$(\d+)"
                          r"(?: op_sel:\[0,0,([01]),([01])\])?")
 

@@ -8,8 +8,8 @@ import triton
 import triton.language as tl
 
 from kernels import formats
-from kernels.quantize import (INTERPRETED, _cvt_model, fast_path_blocks, quantize_kernel,
-                              quantize_rows)
+from kernels.quantize import (INTERPRETED, _cvt_f32_model, _cvt_model, fast_path_blocks,
+                              quantize_kernel, quantize_rows)
 from launchers.configs import GemmConfig
 from launchers.gemm import GemmLauncher
 
@@ -19,11 +19,14 @@ CONTEXTS = (0.0, 1.0, 1.75, 6.0, 2.0 ** -126, 2.0 ** -133, 1.5 * 2.0 ** 100, 3.3
             float("inf"), float("nan"))
 # The hardware quantizer runs here only as the interpreter's model of the instruction.
 # (QUANTIZER, FAST_PATH): the software recipe with and without the uniform fast path (NVIDIA's
-# GEMM has none), and the hardware quantizer, which always has it.
+# GEMM has none), and the hardware quantizers (both forms), which always have it.
 QUANTIZERS = [pytest.param(("software", True), id="software"),
               pytest.param(("software", False), id="software-without-fast-path"),
               pytest.param(("hardware", True), id="hardware", marks=pytest.mark.skipif(
-                  not INTERPRETED.value, reason="the asm runs on gfx950 only"))]
+                  not INTERPRETED.value, reason="the asm runs on gfx950 only")),
+              pytest.param(("hardware-f32", True), id="hardware-f32",
+                           marks=pytest.mark.skipif(not INTERPRETED.value,
+                                                    reason="the asm runs on gfx950 only"))]
 interpreter_only = pytest.mark.skipif(not INTERPRETED.value, reason="the model is the interpreter's")
 
 
@@ -123,46 +126,63 @@ def test_kernel_and_torch_disagree_with_a_wrong_expectation(device, quantizer):
 
 
 @triton.jit
-def _cvt_model_kernel(pairs_ptr, scale_ptr, out_ptr, BLOCK: tl.constexpr):
+def _cvt_model_kernel(sources_ptr, scale_ptr, out_ptr, BLOCK: tl.constexpr, FORM: tl.constexpr):
     offsets = tl.arange(0, BLOCK)
-    p0, p1, p2, p3 = (tl.load(pairs_ptr + offsets * 4 + j).to(tl.uint32, bitcast=True)
-                      for j in range(4))
-    word = _cvt_model(p0, p1, p2, p3, tl.load(scale_ptr + offsets))
+    scale = tl.load(scale_ptr + offsets)
+    if FORM == "bf16":
+        p0, p1, p2, p3 = (tl.load(sources_ptr + offsets * 4 + j).to(tl.uint32, bitcast=True)
+                          for j in range(4))
+        word = _cvt_model(p0, p1, p2, p3, scale)
+    else:
+        x0, x1, x2, x3, x4, x5, x6, x7 = (tl.load(sources_ptr + offsets * 8 + i) for i in range(8))
+        word = _cvt_f32_model(x0, x1, x2, x3, x4, x5, x6, x7, scale)
     tl.store(out_ptr + offsets, word.to(tl.int32, bitcast=True))
 
 
-def model_words(pairs_bf16, scale_byte):
-    """bf16 [n, 4, 2] -> the Triton model's words for those pairs, scale 2^(byte - 127)."""
+FORMS = ("bf16", "f32")
+TORCH_MODELS = {"bf16": formats.cvt_scalef32_pk_fp4_bf16_model,
+                "f32": formats.cvt_scalef32_pk_fp4_f32_model}
+
+
+def model_words(pairs_bf16, scale_byte, form):
+    """bf16 [n, 4, 2] -> the Triton model's words for those pairs (byte j from pair j), scale
+    2^(byte - 127), by the model of the instruction's bf16 or f32 form."""
     n = pairs_bf16.shape[0]
-    bits = pairs_bf16.view(torch.int16).to(torch.int64) & 0xFFFF
-    pairs = (bits[..., 0] | (bits[..., 1] << 16)).to(torch.int32).flatten()
+    if form == "bf16":
+        bits = pairs_bf16.view(torch.int16).to(torch.int64) & 0xFFFF
+        sources = (bits[..., 0] | (bits[..., 1] << 16)).to(torch.int32).flatten()
+    else:
+        sources = pairs_bf16.float().flatten()
     scale = torch.full((n,), scale_byte << 23, dtype=torch.int32).view(torch.float32)
     out = torch.empty(n, dtype=torch.int32)
-    _cvt_model_kernel[(1,)](pairs, scale, out, BLOCK=n)
+    _cvt_model_kernel[(1,)](sources, scale, out, BLOCK=n, FORM=form)
     return out.to(torch.int64) & 0xFFFFFFFF
 
 
+@pytest.mark.parametrize("form", FORMS)
 @interpreter_only
-def test_triton_model_of_the_instruction_matches_the_torch_model():
+def test_triton_model_of_the_instruction_matches_the_torch_model(form):
     gen = torch.Generator().manual_seed(5)
     x = (torch.randn(64, 4, 2, generator=gen) * 3).to(torch.bfloat16)
     x[0, 0] = torch.tensor([1.25, -2.5])              # ties
     x[1, 1] = torch.tensor([-0.0, 1e-40])             # signed zero, denormal: zero codes
-    words = model_words(x, 127)
+    words = model_words(x, 127, form)
     scale = torch.full((64 * 4,), 127 << 23, dtype=torch.int32).view(torch.float32)
-    want = formats.cvt_scalef32_pk_fp4_bf16_model(x[..., 0].flatten(), x[..., 1].flatten(), scale)
+    sources = x if form == "bf16" else x.float()
+    want = TORCH_MODELS[form](sources[..., 0].flatten(), sources[..., 1].flatten(), scale)
     got = torch.stack([(words >> (8 * j)) & 0xFF for j in range(4)], dim=-1).flatten()
     assert torch.equal(got.to(torch.uint8), want)
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("value, byte", [(float("nan"), 127), (float("inf"), 127),
                                          (1e-40, 2), (1.0, 0)])
 @interpreter_only
-def test_triton_model_fails_loudly_on_undocumented_inputs(value, byte):
+def test_triton_model_fails_loudly_on_undocumented_inputs(value, byte, form):
     x = torch.ones(16, 4, 2, dtype=torch.bfloat16)
     x[7, 2, 1] = value
     with pytest.raises(Exception, match="undocumented"):    # the interpreter wraps the error
-        model_words(x, byte)
+        model_words(x, byte, form)
 
 
 def test_an_unknown_quantizer_name_is_refused_in_one_line():
