@@ -1,8 +1,12 @@
-"""Import-time tuning candidates, as data: {arch: {(M, N, K): [GemmConfig fields, ...]}}.
+"""Import-time tuning candidates, as data: {arch: {(M, N, K): [GemmConfig fields, ...]}}, and
+the quantizers the table's entry is also timed with, by the quantizer that serves it.
 
 For each benchmark shape, at most 7 alternatives to the table's entry (launchers.config_table),
-which the tuner times first; fields left out take GemmConfig's defaults. Each is proven before
-it is timed (launchers.tuner). gfx950: the single-launch split-K (last_program, release-ordered
+which the tuner times first; fields left out take GemmConfig's defaults. They are built with
+the quantizer of the launcher the ladder chose for the table's entry; QUANTIZER_CANDIDATES
+adds the table's entry with other quantizers (kernels.quantize.QUANTIZERS; on gfx950 the f32
+form of the conversion instruction beside its bf16 form). Each is proven before it is timed
+(launchers.tuner). gfx950: the single-launch split-K (last_program, release-ordered
 there) beside the two-launch split and unsplit tiles, narrow tiles with 1 or 2 warps, the XCD
 remap and .wt stores (the options winning MI355X entries used); none spills or needs scratch
 under Triton 3.6.0 (python -m tools.isa --arch gfx950 --candidates); sm_90: the neighbours of the
@@ -10,6 +14,8 @@ tools.tune winners, and a later tools.tune winner.
 """
 
 _K512 = {'block_m': 16, 'block_n': 32, 'block_k': 512}
+
+QUANTIZER_CANDIDATES = {'hardware': ('hardware-f32',)}
 
 CANDIDATES = {
     'gfx950': {

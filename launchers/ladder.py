@@ -2,11 +2,14 @@
 
 `proven_launcher(arch, backend, m, n, k, a_strides, device)` tries, in order:
 
-    hardware quantizer   the table's config with the gfx950 conversion instruction (gfx950 only)
-    software quantizer   the table's config with the software quantizer
-    standard launch      the same, through Triton's standard launch only (no bypass)
-    heuristic config     configs.heuristic_config, standard launch (skipped if it is the table's)
-    aiter                aiter's dynamic_mxfp4_quant + gemm_a4w4 (where aiter imports)
+    hardware quantizer (bf16)  the table's config with gfx950's conversion instruction, its
+                               bf16 form (gfx950 only)
+    hardware quantizer (f32)   the same with the instruction's f32 form (gfx950 only)
+    software quantizer         the table's config with the software quantizer
+    standard launch            the same, through Triton's standard launch only (no bypass)
+    heuristic config           configs.heuristic_config, standard launch (skipped if it is the
+                               table's)
+    aiter                      aiter's dynamic_mxfp4_quant + gemm_a4w4 (where aiter imports)
 
 A rung fails when building it raises (a compiler error, say) or its proof (launchers.proof)
 fails; each step down prints one stderr line naming the shape as MxNxK, the rung and the
@@ -31,6 +34,11 @@ from launchers.gemm import GemmLauncher
 from launchers.proof import proof_cases, prove
 
 HARDWARE_QUANTIZER_ARCHS = ("gfx950",)
+# The quantizer rungs in ladder order: the name of each, by the quantizer it builds with
+# (kernels.quantize.QUANTIZERS); the hardware ones only on HARDWARE_QUANTIZER_ARCHS.
+QUANTIZER_RUNGS = {"hardware": "hardware quantizer (bf16)",
+                   "hardware-f32": "hardware quantizer (f32)",
+                   "software": "software quantizer"}
 FAULT_VARIABLE = "MXFP4_MM_FAULT"
 FAULT_KINDS = ("compile", "wrong")
 _REASON_CHARS = 300
@@ -90,10 +98,8 @@ def rungs_for(arch, backend, m, n, k, a_strides, device) -> list:
         return lambda: GemmLauncher(config, backend, m, n, k, a_strides, device, quantizer,
                                     allow_direct=allow_direct)
 
-    rungs = []
-    if arch in HARDWARE_QUANTIZER_ARCHS:
-        rungs.append(Rung("hardware quantizer", gemm(config, "hardware")))
-    rungs.append(Rung("software quantizer", gemm(config)))
+    rungs = [Rung(name, gemm(config, quantizer)) for quantizer, name in QUANTIZER_RUNGS.items()
+             if quantizer == "software" or arch in HARDWARE_QUANTIZER_ARCHS]
     rungs.append(Rung("standard launch", gemm(config, allow_direct=False)))
     heuristic = heuristic_config(m, n, k)
     if heuristic != config:

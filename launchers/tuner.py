@@ -2,7 +2,8 @@
 
 `tune(shapes, device)` runs after the pre-warm on GPU backends, unless MXFP4_MM_TUNE=0. Per
 benchmark shape whose table entry was served by a quantizer rung of the ladder, it builds the
-candidates of launchers.candidates (the table's entry first), proves each as the ladder does
+candidates of launchers.candidates (the table's entry first, then the table's entry with the
+other quantizers listed for the served one), proves each as the ladder does
 (one that fails is dropped, never timed), and times the proven ones round-robin with the
 runner's protocol (launchers.timing: synchronize, a 1 GiB cache-clearing write, events around
 one call), at least MIN_CALLS calls each, on the project's own inputs. A candidate replaces the
@@ -23,10 +24,10 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from launchers.candidates import CANDIDATES
+from launchers.candidates import CANDIDATES, QUANTIZER_CANDIDATES
 from launchers.configs import GemmConfig, config_for
 from launchers.gemm import GemmLauncher
-from launchers.ladder import Rung, prove_rung
+from launchers.ladder import QUANTIZER_RUNGS, Rung, prove_rung
 from launchers.proof import proof_cases
 from launchers.timing import RunnerLoop
 
@@ -34,12 +35,22 @@ TUNE_VARIABLE = "MXFP4_MM_TUNE"
 BUDGET_VARIABLE = "MXFP4_MM_TUNE_S"
 DEFAULT_BUDGET_S = 60.0
 MIN_CALLS = 20
-TUNED_RUNGS = ("hardware quantizer", "software quantizer")
+TUNED_RUNGS = tuple(QUANTIZER_RUNGS.values())
+MAX_CANDIDATES = 8
 _CONFIG_FIELDS = tuple(GemmConfig.__dataclass_fields__)
 
 
-class Timed(NamedTuple):
+class Candidate(NamedTuple):
     config: GemmConfig
+    quantizer: str               # kernels.quantize.QUANTIZERS
+
+    @property
+    def label(self) -> str:
+        return f"{self.config.label} {self.quantizer}"
+
+
+class Timed(NamedTuple):
+    candidate: Candidate
     times: Optional[list]        # µs per call; None when the candidate was not timed
     reason: str = ""             # why it was not timed
 
@@ -68,13 +79,25 @@ def budget_s() -> float:
 
 
 def candidate_configs(arch: str, shape: tuple) -> list:
-    """The table's entry, then the listed alternatives that differ from it (at most 8 in all)."""
+    """The table's entry, then the listed alternatives that differ from it (at most
+    MAX_CANDIDATES in all)."""
     configs = [config_for(arch, *shape)]
     for fields in CANDIDATES.get(arch, {}).get(tuple(shape), []):
         config = GemmConfig(**fields)
         if config not in configs:
             configs.append(config)
-    return configs[:8]
+    return configs[:MAX_CANDIDATES]
+
+
+def candidates(arch: str, shape: tuple, quantizer: str) -> list:
+    """[Candidate]: the table's entry with `quantizer` (the served launcher's), the table's
+    entry with each quantizer QUANTIZER_CANDIDATES lists for it, then candidate_configs'
+    alternatives with `quantizer` (at most MAX_CANDIDATES in all)."""
+    table, *alternatives = candidate_configs(arch, shape)
+    found = [Candidate(table, quantizer)]
+    found += [Candidate(table, other) for other in QUANTIZER_CANDIDATES.get(quantizer, ())]
+    found += [Candidate(config, quantizer) for config in alternatives]
+    return found[:MAX_CANDIDATES]
 
 
 def noise_us(a: list, b: list) -> float:
@@ -119,34 +142,38 @@ def report(results: list, arch: str) -> str:
         for index, row in enumerate(result.rows):
             mark = "*" if index == result.winner else " "
             origin = "table" if index == 0 else f"cand {index}"
-            lines.append(f"  {m}x{n}x{k} {mark} {origin:<7} {_mean_text(row)}  {row.config.label}")
+            lines.append(f"  {m}x{n}x{k} {mark} {origin:<7} {_mean_text(row)}  "
+                         f"{row.candidate.label}")
         chosen = result.rows[result.winner]
         table = result.rows[0]
         note = (f"import-time tuner on {arch}: {statistics.fmean(chosen.times):.2f} µs against "
                 f"the table's {statistics.fmean(table.times):.2f} µs" if chosen.times and table.times
                 else f"import-time tuner on {arch}: the table's entry")
-        lines.append(f"  pin: {table_line(result.shape, chosen.config, note)}")
+        if chosen.candidate.quantizer != table.candidate.quantizer:
+            note += f", with the {chosen.candidate.quantizer} quantizer"
+        lines.append(f"  pin: {table_line(result.shape, chosen.candidate.config, note)}")
     return "\n".join(lines)
 
 
-def tune_shape(shape, configs, build, time_calls, clock, deadline) -> tuple:
-    """(ShapeResult, the winner's launcher). build(config) -> proven launcher (raises if it
+def tune_shape(shape, candidates, build, time_calls, clock, deadline) -> tuple:
+    """(ShapeResult, the winner's launcher). build(candidate) -> proven launcher (raises if it
     cannot be built or proven); time_calls(launchers) -> [[µs per call] per launcher];
     clock() -> seconds, compared with deadline before each build and before the timing."""
     built, rows = {}, []
-    for config in configs:
+    for candidate in candidates:
         if clock() > deadline:
-            rows.append(Timed(config, None, "budget spent"))
+            rows.append(Timed(candidate, None, "budget spent"))
             continue
         try:
-            built[len(rows)] = build(config)
-            rows.append(Timed(config, None, "proven, not timed (budget spent or nothing to compare)"))
+            built[len(rows)] = build(candidate)
+            rows.append(Timed(candidate, None,
+                              "proven, not timed (budget spent or nothing to compare)"))
         except Exception as error:   # compiling, launching or the proof failed
             reason = " ".join(f"{type(error).__name__}: {error}".split())[:120]
-            rows.append(Timed(config, None, reason))
+            rows.append(Timed(candidate, None, reason))
     if len(built) > 1 and clock() <= deadline:
         for index, times in zip(built, time_calls(list(built.values()))):
-            rows[index] = Timed(rows[index].config, times)
+            rows[index] = Timed(rows[index].candidate, times)
     winner = select(rows)
     return ShapeResult(tuple(shape), rows, winner), built.get(winner)
 
@@ -167,11 +194,12 @@ def tune(shapes, served_launcher, device, arch, backend, clock=time.monotonic) -
         loop = loop or RunnerLoop(device=device)
         a, b_shuffle, b_scale_sh, _, _ = proof_cases(m, n, k, (k, 1), device, seed=1)[0]
 
-        def build(config, m=m, n=n, k=k, served=served):
-            if config == served.config:
+        def build(candidate, m=m, n=n, k=k, served=served):
+            if candidate == Candidate(served.config, served.quantizer):
                 return served
-            rung = Rung(served.rung, lambda: GemmLauncher(config, backend, m, n, k, (k, 1),
-                                                          device, served.quantizer))
+            config, quantizer = candidate
+            rung = Rung(QUANTIZER_RUNGS[quantizer], lambda: GemmLauncher(
+                config, backend, m, n, k, (k, 1), device, quantizer))
             return prove_rung(rung, m, n, k, (k, 1), device)
 
         def time_calls(launchers, a=a, b_shuffle=b_shuffle, b_scale_sh=b_scale_sh):
@@ -179,8 +207,8 @@ def tune(shapes, served_launcher, device, arch, backend, clock=time.monotonic) -
                      for launcher in launchers]
             return loop.time_interleaved(calls, MIN_CALLS)
 
-        result, winner = tune_shape(shape, candidate_configs(arch, shape), build, time_calls,
-                                    clock, deadline)
+        result, winner = tune_shape(shape, candidates(arch, shape, served.quantizer), build,
+                                    time_calls, clock, deadline)
         results.append(result)
         if result.winner != 0:
             replacements[tuple(shape)] = winner

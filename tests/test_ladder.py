@@ -171,13 +171,15 @@ def rung_names(arch, shape):
 
 def test_the_ladder_order():
     assert rung_names("gfx950", TABLE_SHAPE) == [
-        "hardware quantizer", "software quantizer", "standard launch", "heuristic config"]
+        "hardware quantizer (bf16)", "hardware quantizer (f32)", "software quantizer",
+        "standard launch", "heuristic config"]
     assert rung_names("sm_90", TABLE_SHAPE) == [
         "software quantizer", "standard launch", "heuristic config"]
     # Where the table has no entry the heuristic config is the config: no rung of its own.
     assert config_for("gfx950", *SHAPE) == heuristic_config(*SHAPE)
     assert rung_names("gfx950", SHAPE) == [
-        "hardware quantizer", "software quantizer", "standard launch"]
+        "hardware quantizer (bf16)", "hardware quantizer (f32)", "software quantizer",
+        "standard launch"]
 
 
 def failing_rung(name, error):
@@ -240,23 +242,34 @@ def test_an_unfaulted_shape_is_served_by_its_first_rung_silently(monkeypatch, ca
 
 @interpreter_only
 def test_the_hardware_rung_runs_first_on_gfx950(capsys):
-    """gfx950's branch, driven in the interpreter: the hardware quantizer's launcher is
-    proven there (the interpreter stands a model in for the instruction) and serves."""
+    """gfx950's branch, driven in the interpreter: the hardware quantizer's launcher (the
+    instruction's bf16 form) is proven there (the interpreter stands a model in for the
+    instruction) and serves."""
     m, n, k = SHAPE
     launcher = ladder.proven_launcher("gfx950", "interpreter", m, n, k, (k, 1), "cpu")
-    assert launcher.rung == "hardware quantizer" and launcher.quantizer == "hardware"
+    assert launcher.rung == "hardware quantizer (bf16)" and launcher.quantizer == "hardware"
     assert "mxfp4-mm" not in capsys.readouterr().err
 
 
 @interpreter_only
-def test_a_wrong_hardware_rung_falls_to_the_software_quantizer(monkeypatch, capsys):
+def test_a_wrong_bf16_hardware_rung_falls_to_the_f32_one(monkeypatch, capsys):
     m, n, k = SHAPE
     monkeypatch.setenv("MXFP4_MM_FAULT", f"wrong:{m},{n},{k}")
     launcher = ladder.proven_launcher("gfx950", "interpreter", m, n, k, (k, 1), "cpu")
-    assert launcher.rung == "software quantizer" and launcher.quantizer == "software"
+    assert launcher.rung == "hardware quantizer (f32)" and launcher.quantizer == "hardware-f32"
     err = capsys.readouterr().err
-    assert f"{m}x{n}x{k}: hardware quantizer failed (ProofFailure" in err
-    assert f"{m}x{n}x{k}: served by software quantizer" in err
+    assert f"{m}x{n}x{k}: hardware quantizer (bf16) failed (ProofFailure" in err
+    assert f"{m}x{n}x{k}: served by hardware quantizer (f32)" in err
+
+
+@interpreter_only
+def test_both_hardware_rungs_failing_fall_to_the_software_quantizer(monkeypatch, capsys):
+    m, n, k = SHAPE
+    rungs = ladder.rungs_for("gfx950", "interpreter", m, n, k, (k, 1), "cpu")
+    rungs[:2] = [failing_rung(rung.name, RuntimeError("miscompiled")) for rung in rungs[:2]]
+    launcher = ladder.proven_launcher("gfx950", "interpreter", m, n, k, (k, 1), "cpu", rungs)
+    assert launcher.rung == "software quantizer" and launcher.quantizer == "software"
+    assert f"{m}x{n}x{k}: served by software quantizer" in capsys.readouterr().err
 
 
 def test_the_ladder_proves_the_direct_launch_of_a_direct_launcher(capsys):

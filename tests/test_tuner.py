@@ -10,6 +10,7 @@ from launchers.configs import BENCHMARK_SHAPES, GemmConfig, config_for
 
 SHAPE = (4, 2880, 512)
 CONFIGS = [GemmConfig(16, 32, 512), GemmConfig(16, 64, 512), GemmConfig(16, 32, 256, split_k=2)]
+CANDIDATES = [tuner.Candidate(config, "software") for config in CONFIGS]
 
 
 def steady(mean, spread=0.1, calls=20):
@@ -65,7 +66,8 @@ def fake_timer(means):
 def test_a_failing_or_wrong_candidate_is_never_timed_and_never_wins():
     wrong = CONFIGS[2]
 
-    def build(config):
+    def build(candidate):
+        config = candidate.config
         if config == CONFIGS[1]:
             raise RuntimeError("compiler error")
         if config == wrong:
@@ -74,8 +76,8 @@ def test_a_failing_or_wrong_candidate_is_never_timed_and_never_wins():
         return config
 
     means = {CONFIGS[0]: 9.0, CONFIGS[1]: 1.0, wrong: 1.0}
-    result, winner = tuner.tune_shape(SHAPE, CONFIGS, build, fake_timer(means), FakeClock(0),
-                                      deadline=1.0)
+    result, winner = tuner.tune_shape(SHAPE, CANDIDATES, build, fake_timer(means),
+                                      FakeClock(0), deadline=1.0)
     assert result.winner == 0 and winner == CONFIGS[0]
     assert result.rows[1].times is None and "compiler error" in result.rows[1].reason
     assert result.rows[2].times is None and "ProofFailure" in result.rows[2].reason
@@ -95,9 +97,9 @@ class WrongLauncher:
 def test_the_budget_stops_building_and_timing():
     built = []
 
-    def build(config):
-        built.append(config)
-        return config
+    def build(candidate):
+        built.append(candidate.config)
+        return candidate.config
 
     timed = []
 
@@ -106,7 +108,7 @@ def test_the_budget_stops_building_and_timing():
         return [steady(1.0) for _ in launchers]
 
     # The clock reads 1, 2, 3, ...: with a deadline of 2.5 two configs are built, no timing.
-    result, winner = tuner.tune_shape(SHAPE, CONFIGS, build, time_calls, FakeClock(1.0),
+    result, winner = tuner.tune_shape(SHAPE, CANDIDATES, build, time_calls, FakeClock(1.0),
                                       deadline=2.5)
     assert built == CONFIGS[:2] and timed == []
     assert result.rows[2].reason == "budget spent" and result.winner == 0
@@ -114,15 +116,15 @@ def test_the_budget_stops_building_and_timing():
 
 def test_the_winner_is_timed_against_the_table():
     means = {CONFIGS[0]: 9.0, CONFIGS[1]: 7.0, CONFIGS[2]: 8.0}
-    result, winner = tuner.tune_shape(SHAPE, CONFIGS, lambda c: c, fake_timer(means),
+    result, winner = tuner.tune_shape(SHAPE, CANDIDATES, lambda c: c.config, fake_timer(means),
                                       FakeClock(0), deadline=1.0)
     assert result.winner == 1 and winner == CONFIGS[1]
 
 
 def test_the_printed_block_reads_back_as_a_table_entry():
     means = {CONFIGS[0]: 9.0, CONFIGS[1]: 9.5, CONFIGS[2]: 7.0}
-    result, _ = tuner.tune_shape(SHAPE, CONFIGS, lambda c: c, fake_timer(means), FakeClock(0),
-                                 deadline=1.0)
+    result, _ = tuner.tune_shape(SHAPE, CANDIDATES, lambda c: c.config, fake_timer(means),
+                                 FakeClock(0), deadline=1.0)
     block = tuner.report([result], "gfx950")
     pins = [line.split("pin: ", 1)[1] for line in block.splitlines() if "pin: " in line]
     assert len(pins) == 1
@@ -170,10 +172,10 @@ class FakeLoop:
 
 
 class Served:
-    def __init__(self, config):
+    def __init__(self, config, quantizer="software"):
         self.config = config
-        self.rung = "software quantizer"
-        self.quantizer = "software"
+        self.quantizer = quantizer
+        self.rung = ladder.QUANTIZER_RUNGS[quantizer]
 
 
 def test_tune_never_times_or_chooses_a_candidate_that_fails_its_proof(monkeypatch, capsys):
@@ -192,3 +194,42 @@ def test_tune_never_times_or_chooses_a_candidate_that_fails_its_proof(monkeypatc
     assert len(rows) == len(tuner.candidate_configs("gfx950", shape))
     assert rows[0].startswith("  4x2880x512 * table")
     assert all("ProofFailure" in line for line in rows[1:])
+
+
+@pytest.mark.parametrize("shape", BENCHMARK_SHAPES)
+def test_the_bf16_hardware_form_is_timed_against_the_f32_form_of_the_table_entry(shape):
+    table = config_for("gfx950", *shape)
+    found = tuner.candidates("gfx950", shape, "hardware")
+    assert found[:2] == [tuner.Candidate(table, "hardware"), tuner.Candidate(table, "hardware-f32")]
+    assert all(c.quantizer == "hardware" for c in found[2:])
+    assert len(found) <= tuner.MAX_CANDIDATES and len(set(found)) == len(found)
+    assert [c.config for c in tuner.candidates("gfx950", shape, "software")] == \
+        tuner.candidate_configs("gfx950", shape)
+
+
+def test_tune_builds_each_candidate_with_its_own_quantizer(monkeypatch, capsys):
+    built = []
+
+    class RecordingLauncher(WrongLauncher):
+        def __init__(self, config, backend, m, n, k, a_strides, device, quantizer):
+            built.append((config, quantizer))
+
+    monkeypatch.setattr(tuner, "GemmLauncher", RecordingLauncher)
+    monkeypatch.setattr(tuner, "RunnerLoop", FakeLoop)
+    monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
+    served = Served(config_for("gfx950", *SHAPE), "hardware")
+    assert tuner.tune([SHAPE], lambda s: served, "cpu", "gfx950", "interpreter") == {}
+    wanted = tuner.candidates("gfx950", SHAPE, "hardware")[1:]   # the first is the served one
+    assert built == [(c.config, c.quantizer) for c in wanted]
+    assert built[0] == (served.config, "hardware-f32")
+    assert "hardware-f32" in capsys.readouterr().err
+
+
+def test_a_winner_with_another_quantizer_says_so_in_its_pin():
+    table = CANDIDATES[0]._replace(quantizer="hardware")
+    f32 = CANDIDATES[0]._replace(quantizer="hardware-f32")
+    rows = [tuner.Timed(table, steady(9.0)), tuner.Timed(f32, steady(7.0))]
+    block = tuner.report([tuner.ShapeResult(SHAPE, rows, tuner.select(rows))], "gfx950")
+    (pin,) = [line for line in block.splitlines() if "pin: " in line]
+    assert "with the hardware-f32 quantizer" in pin
+    assert "cand 1" in block and block.count("hardware-f32") == 2
