@@ -143,6 +143,8 @@ class GemmLauncher:
         self.gemm = KernelLaunch(*gemm_spec[1:], allow_direct=allow_direct)
         self._gemm_constants = gemm_spec.sample_args[GEMM_TENSOR_ARGS:]
         self.reduce = None
+        # split_k_reduce "last_program" with more than one split: no reduce launch
+        self.reduces_in_kernel = self.splits > 1 and len(specs) == 1
         if len(specs) > 1:
             self.reduce = KernelLaunch(*specs[1][1:], allow_direct=allow_direct)
             self._reduce_constants = specs[1].sample_args[REDUCE_TENSOR_ARGS:]

@@ -12,10 +12,11 @@
     aiter                      aiter's dynamic_mxfp4_quant + gemm_a4w4 (where aiter imports)
 
 A rung fails when building it raises (a compiler error, say) or its proof (launchers.proof)
-fails; each step down prints one stderr line naming the shape as MxNxK, the rung and the
-reason, and the rung that then serves the shape says so too. When every rung fails, a
-RuntimeError names the shape and why each rung failed. A shape whose first rung passes
-prints nothing.
+fails (a launcher whose GEMM reduces split-K in the kernel runs SPLIT_K_REPEATS more times on
+the first proof case, each output byte for byte the first); each step down prints one
+stderr line naming the shape as MxNxK, the rung and the reason, and the rung that then serves
+the shape says so too. When every rung fails, a RuntimeError names the shape and why each rung
+failed. A shape whose first rung passes prints nothing.
 
 Fault injection, to see the ladder work: MXFP4_MM_FAULT="KIND:M,N,K[;KIND:M,N,K...]" makes
 the first rung of shape MxNxK fail: KIND "compile" raises while building it, as a compiler
@@ -31,7 +32,7 @@ import torch
 from launchers import aiter_path
 from launchers.configs import config_for, heuristic_config
 from launchers.gemm import GemmLauncher
-from launchers.proof import proof_cases, prove
+from launchers.proof import SPLIT_K_REPEATS, proof_cases, prove
 
 HARDWARE_QUANTIZER_ARCHS = ("gfx950",)
 # The quantizer rungs in ladder order: the name of each, by the quantizer it builds with
@@ -117,7 +118,9 @@ def _one_line(error: BaseException) -> str:
 def prove_rung(rung: Rung, m, n, k, a_strides, device):
     """The rung's launcher once proven; raises whatever building or proving it raised."""
     launcher = rung.build()
-    prove(launcher, proof_cases(m, n, k, a_strides, device), getattr(launcher, "is_direct", False))
+    repeats = SPLIT_K_REPEATS if getattr(launcher, "reduces_in_kernel", False) else 0
+    prove(launcher, proof_cases(m, n, k, a_strides, device), getattr(launcher, "is_direct", False),
+          repeats)
     launcher.rung = rung.name
     return launcher
 

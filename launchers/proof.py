@@ -11,9 +11,11 @@ the project's own too: nonzero E2M1 codes everywhere (so an inf in A gives +-inf
 under every order of scaling and summing) and block scales of 1 or 2 where the inf sits, so
 that its product overflows fp32 on every backend alike. Nothing of a caller's is read or kept.
 
-`prove(run, cases)` raises ProofFailure unless, for every case, the standard launch is within
-the runner's tolerance of `reference_output` and the direct launch (where there is one) gives
-the same bytes as the standard launch. `compare` is the runner's element check.
+`prove(run, cases, has_direct, repeats)` raises ProofFailure unless, for every case, the
+standard launch is within the runner's tolerance of `reference_output` and the direct launch
+(where there is one) gives the same bytes as the standard launch; and the first case, run
+`repeats` times more (SPLIT_K_REPEATS for a GEMM that reduces split-K in the kernel), gives the
+same bytes each time. `compare` is the runner's element check.
 """
 
 import torch
@@ -31,6 +33,11 @@ SPECIAL_KINDS = ("ties_denormal", "signed_zeros", "nan", "inf")
 ROW_KINDS = ORDINARY_KINDS + SPECIAL_KINDS
 _INF_COLUMN = 5                      # inside K block 0, whose B scales are 2**0 or 2**1
 _NONZERO_CODES = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15)
+# Repeated calls of the first case for a GEMM that reduces split-K in the kernel (split_k_reduce
+# "last_program"): which program sums a tile changes from call to call, the order of its sum
+# does not, so every call must give the same bytes; a missing release or a stale read of a
+# partial shows only in some calls.
+SPLIT_K_REPEATS = 32
 
 
 class ProofFailure(Exception):
@@ -113,9 +120,10 @@ def _differing_elements(x, y) -> int:
     return int((x.view(torch.int16) != y.view(torch.int16)).sum())
 
 
-def prove(run, cases, has_direct: bool) -> None:
+def prove(run, cases, has_direct: bool, repeats: int = 0) -> None:
     """run(a, b_shuffle, b_scale_sh, direct=...) -> output; raises ProofFailure on the first
-    bad case."""
+    bad case. The first case's launch that serves (direct where there is one) runs `repeats`
+    times more, each output compared byte for byte with the first (standard) one."""
     for index, (a, b_shuffle, b_scale_sh, b_codes, b_scales) in enumerate(cases):
         kind = f"proof case {index + 1} of {len(cases)}"
         standard = run(a, b_shuffle, b_scale_sh, direct=False)
@@ -127,3 +135,10 @@ def prove(run, cases, has_direct: bool) -> None:
             if differing:
                 raise ProofFailure(f"the direct launch differs from the standard launch in "
                                    f"{differing} of {standard.numel()} elements on {kind}")
+        for call in range(1, repeats + 1 if index == 0 else 1):
+            differing = _differing_elements(run(a, b_shuffle, b_scale_sh, direct=has_direct),
+                                            standard)
+            if differing:
+                raise ProofFailure(f"repeated call {call} of {repeats} differs from the first "
+                                   f"output in {differing} of {standard.numel()} elements on "
+                                   f"{kind} (the split-K sum order is fixed)")

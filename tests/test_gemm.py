@@ -17,7 +17,9 @@ from kernels import formats
 from kernels.quantize import quantize_rows
 from launchers import current_target, launcher_for
 from launchers.configs import GEMM_CONFIGS, GemmConfig
+from launchers import ladder
 from launchers.gemm import GemmLauncher
+from launchers.proof import SPLIT_K_REPEATS
 from submission import custom_kernel
 
 
@@ -137,6 +139,7 @@ def test_explicit_config_matches_reference(device, shape, config, splits, varian
     assert launcher.splits == splits
     two_launches = launcher.splits > 1 and config.split_k_reduce == "kernel"
     assert launcher.launches_per_call == (2 if two_launches else 1)
+    assert launcher.reduces_in_kernel == (launcher.splits > 1 and not two_launches)
     assert_correct(data, out)
 
 
@@ -153,6 +156,31 @@ def test_last_program_reduce_over_repeated_calls_with_fresh_inputs(device):
             out = launcher(data[0], data[3], data[4])
         assert_correct(data, out)
         assert int(launcher.counters.abs().sum()) == 0
+
+
+@pytest.mark.parametrize("config, repeats", [
+    (GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program"), SPLIT_K_REPEATS),
+    (GemmConfig(16, 64, 256, split_k=2), 0),                             # a reduce launch
+    (GemmConfig(16, 64, 512, split_k=2, split_k_reduce="last_program"), 0),   # one split
+])
+def test_the_proof_repeats_the_first_case_of_an_in_kernel_reduce(device, config, repeats):
+    """The ladder's proof of a GEMM that reduces split-K in the kernel calls it
+    SPLIT_K_REPEATS more times on the first case; no other GEMM is called more than once."""
+    m, n, k = 4, 64, 512
+    calls = []
+
+    class Counted(GemmLauncher):
+        def __call__(self, *args, **kwargs):
+            calls.append(args[0].data_ptr())
+            return super().__call__(*args, **kwargs)
+
+    backend = current_target(torch.empty(0, device=device).device)[0]
+    launcher = ladder.prove_rung(ladder.Rung("counted", lambda: Counted(
+        config, backend, m, n, k, (k, 1), device)), m, n, k, (k, 1), device)
+    direct = 2 if launcher.is_direct else 1
+    cases = len(set(calls))
+    assert len(calls) == direct * cases + repeats
+    assert calls.count(calls[0]) == direct + repeats
 
 
 def test_split_k_and_single_pass_agree(device):

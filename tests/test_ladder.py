@@ -23,12 +23,17 @@ TABLE_SHAPE = (4, 2880, 512)   # a benchmark shape: its heuristic config differs
 
 
 class FakeLauncher:
-    """Returns the reference output, optionally with one element changed in one case."""
+    """Returns the reference output, optionally with one element changed in one case, or with
+    one bit of one element flipped (within any tolerance) in call number wrong_call (1 the
+    first) whatever its case."""
 
-    def __init__(self, is_direct=False, wrong_case=None, direct_differs=False):
+    def __init__(self, is_direct=False, wrong_case=None, direct_differs=False,
+                 reduces_in_kernel=False, wrong_call=None):
         self.is_direct = is_direct
         self.wrong_case = wrong_case
         self.direct_differs = direct_differs
+        self.reduces_in_kernel = reduces_in_kernel
+        self.wrong_call = wrong_call
         self.calls = 0
         self.cases = {}
 
@@ -42,6 +47,8 @@ class FakeLauncher:
         case = self.cases.setdefault(a.data_ptr(), len(self.cases))
         if case == self.wrong_case:
             out[0, 0] = out[0, 0] * 2 + 1
+        if self.calls == self.wrong_call:
+            out.view(torch.int16)[0, 0] ^= 1
         if direct and self.direct_differs:
             out.view(torch.int16)[-1, -1] ^= 1
         return out
@@ -146,6 +153,35 @@ def test_both_launches_run_when_there_is_a_direct_one():
     cases = cases_for()
     proof.prove(launcher, cases, has_direct=True)
     assert launcher.calls == 2 * len(cases)
+
+
+@pytest.mark.parametrize("is_direct", [False, True])
+def test_a_launcher_reducing_in_the_kernel_runs_the_first_case_32_more_times(is_direct):
+    m, n, k = 4, 64, 512
+    launcher = ladder.prove_rung(ladder.Rung("in-kernel reduce", lambda: FakeLauncher(
+        is_direct=is_direct, reduces_in_kernel=True)), m, n, k, (k, 1), "cpu")
+    launches = 2 if is_direct else 1
+    assert proof.SPLIT_K_REPEATS >= 32
+    assert launcher.calls == launches * len(cases_for((m, n, k))) + proof.SPLIT_K_REPEATS
+
+
+def test_a_launcher_without_an_in_kernel_reduce_runs_each_case_once():
+    m, n, k = 4, 64, 512
+    launcher = ladder.prove_rung(ladder.Rung("plain", FakeLauncher), m, n, k, (k, 1), "cpu")
+    assert launcher.calls == len(cases_for((m, n, k)))
+
+
+@pytest.mark.parametrize("wrong_call", [2, 17, proof.SPLIT_K_REPEATS + 1])
+def test_one_differing_repeated_call_fails_the_proof(wrong_call):
+    """A result that changes by one bit on one call of the first case (a race in the in-kernel
+    reduce shows only sometimes) fails, though every output is within the reference's
+    tolerance."""
+    m, n, k = 4, 64, 512
+    rung = ladder.Rung("racy", lambda: FakeLauncher(reduces_in_kernel=True,
+                                                    wrong_call=wrong_call))
+    with pytest.raises(proof.ProofFailure, match=f"repeated call {wrong_call - 1} of "
+                                                 f"{proof.SPLIT_K_REPEATS} differs"):
+        ladder.prove_rung(rung, m, n, k, (k, 1), "cpu")
 
 
 # ---------------------------------------------------------------------------------------
