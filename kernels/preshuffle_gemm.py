@@ -188,7 +188,9 @@ def preshuffle_gemm_kernel(
                                      other=0.0, cache_modifier=".cg")
                 tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask_c,
                          cache_modifier=STORE_MODIFIER)
-                tl.atomic_xchg(counters_ptr + tile, 0)
+                # Relaxed: no program of this launch reads the counter again, and the next
+                # launch on the queue starts after this one ends, which orders the reset.
+                tl.atomic_xchg(counters_ptr + tile, 0, sem="relaxed")
 
 
 def weight_view(b_shuffle):
