@@ -1,9 +1,10 @@
 """Every gfx950 config cross-compiles to a gfx950 code object with the runner's Triton (3.6.0,
 tools.isa, offline); the sm_90 entries compile to PTX for the instruction report.
 
-Both quantizers: the software one, and the hardware one, whose code must hold
-v_cvt_scalef32_pk_fp4_f32 or _bf16. Every GEMM must use a scaled MFMA; no kernel may use scratch or
-spill. Compiling needs real JIT functions, so tools.isa runs in a process without the
+Every quantizer: the software one, and the two hardware forms, whose code must hold
+v_cvt_scalef32_pk_fp4_bf16 ("hardware") or _f32 ("hardware-f32") and no conversion whose result
+the next instruction reads (tools.gfx950.hazards). Every GEMM must use a scaled MFMA; no kernel
+may use scratch or spill. Compiling needs real JIT functions, so tools.isa runs in a process without the
 interpreter; it installs Triton 3.6.0 into .triton/3.6.0 on first use (about a minute, once).
 """
 
@@ -29,7 +30,7 @@ def _isa(*args, timeout=900):
                           capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module", params=["software", "hardware"])
+@pytest.fixture(scope="module", params=["software", "hardware", "hardware-f32"])
 def isa_rows(request, tmp_path_factory):
     folder = tmp_path_factory.mktemp("isa")
     out = folder / f"{request.param}.json"
@@ -48,6 +49,54 @@ def test_every_gfx950_config_is_compiled_by_the_runners_triton(isa_rows):
     assert {tuple(r["shape"]) for r in rows if r["kernel"] == "reduce"} == split_shapes
 
 
+def test_no_conversion_result_is_read_by_the_next_instruction(isa_rows):
+    """gfx950 does not forward a v_cvt_scalef32_* result to the next instruction
+    (tools.gfx950.hazards): no table kernel of any quantizer may have such a reader."""
+    quantizer, rows = isa_rows
+    for row in rows:
+        assert row["hazards"] == [], (quantizer, row["shape"], row["kernel"], row["hazards"][:2])
+
+
+CHAINED_PROBE = '''
+import triton, triton.language as tl, torch
+from tools.cross_compile import GFX950, compile_for
+
+CHAINED = tl.constexpr("v_cvt_scalef32_pk_fp4_bf16 $0, $1, $5\\n\\t"
+           "v_cvt_scalef32_pk_fp4_bf16 $0, $2, $5 op_sel:[0,0,1,0]\\n\\t"
+           "v_cvt_scalef32_pk_fp4_bf16 $0, $3, $5 op_sel:[0,0,0,1]\\n\\t"
+           "v_cvt_scalef32_pk_fp4_bf16 $0, $4, $5 op_sel:[0,0,1,1]")
+
+@triton.jit
+def chained(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    p = tl.load(x_ptr + offsets)
+    scale = tl.full((BLOCK,), 1.0, tl.float32)
+    word = tl.inline_asm_elementwise(CHAINED, "=&v,v,v,v,v,v", [p, p + 1, p + 2, p + 3, scale],
+                                     dtype=tl.uint32, is_pure=True, pack=1)
+    tl.store(out_ptr + offsets, word)
+
+x = torch.empty(256, dtype=torch.int32, device="meta")
+compiled = compile_for(chained, (x, x, 256), dict(num_warps=4))
+print(compiled.asm["amdgcn"])
+'''
+
+
+def test_the_hazard_check_flags_a_kernel_with_conversions_chained_into_one_word(tmp_path):
+    """Four conversions into one VGPR, each reading the bytes the previous one wrote (the
+    quantizer's asm before it interleaved two words), compiled by Triton 3.6.0 for gfx950."""
+    from tools.cross_compile import side_triton
+    from tools.gfx950.hazards import conversion_hazards
+    (tmp_path / "chained_probe.py").write_text(CHAINED_PROBE)
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT),
+                                                str(tmp_path)]))
+    done = subprocess.run([sys.executable, "-m", "chained_probe"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    hazards = conversion_hazards(done.stdout)
+    chained = [h for h in hazards if h["next_instruction"].startswith("v_cvt_scalef32_pk_fp4_bf16")]
+    assert len(chained) == 3 and all("op_sel" in h["next_instruction"] for h in chained), hazards
+
+
 def test_no_scratch_and_no_spills(isa_rows):
     _, rows = isa_rows
     for row in rows:
@@ -59,9 +108,11 @@ def test_gemm_uses_the_scaled_mfma_buffer_loads_and_the_chosen_quantizer(isa_row
     quantizer, rows = isa_rows
     for row in (r for r in rows if r["kernel"] == "gemm"):
         assert any(row["counts"].get(name, 0) for name in SCALED_MFMA), row["shape"]
-        cvt = sum(v for name, v in row["counts"].items()
-                  if name.startswith("v_cvt_scalef32_pk_fp4_"))   # _f32 or _bf16 sources
-        assert (cvt > 0) == (quantizer == "hardware"), row["shape"]
+        cvts = {name for name, v in row["counts"].items()
+                if name.startswith("v_cvt_scalef32_pk_fp4_") and v}
+        expected = {"hardware": {"v_cvt_scalef32_pk_fp4_bf16"},
+                    "hardware-f32": {"v_cvt_scalef32_pk_fp4_f32"}}.get(quantizer, set())
+        assert cvts == expected, (quantizer, row["shape"])
         # tt.pointer_range=32, as the AMD JIT gives tensors: A and B come by buffer loads.
         assert not any(name.startswith("global_load") for name in row["counts"]), row["shape"]
         assert any(name.startswith("buffer_load") for name in row["counts"]), row["shape"]
@@ -103,7 +154,7 @@ def test_the_hardware_quantizers_fast_path_spends_at_most_8_instructions_per_ele
     per A element per lane (the software recipe's fast path: about 23)."""
     quantizer, rows = isa_rows
     gemms = {tuple(r["shape"]): r for r in rows if r["kernel"] == "gemm"}
-    bar = 8 if quantizer == "hardware" else 30
+    bar = {"hardware": 8, "hardware-f32": 9}.get(quantizer, 30)
     for shape in BENCHMARK_SHAPES:
         row = gemms[shape]
         assert 0 < row["fast_path_instructions_per_element"] <= bar, (quantizer, shape)
@@ -135,6 +186,7 @@ def test_every_import_time_candidate_compiles_without_spills_and_splits_release_
         assert "error" not in row, row["shape"]
         assert row["scratch_bytes"] == 0 and row["vgpr_spills"] == 0, (row["shape"],
                                                                        row["config"])
+        assert row["hazards"] == [], (row["shape"], row["config"], row["hazards"][:2])
 
 
 def test_sweep_has_narrow_tiles_with_fewer_warps_and_less_mfma_replication(tmp_path):

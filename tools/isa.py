@@ -20,7 +20,9 @@ of every import-time tuning candidate of gfx950 (launchers/candidates.py, each s
 entry first; rows carry "candidate", its index). A GEMM row whose config reduces split-K in the
 kernel (split_k_reduce "last_program") carries "release_ordered": whether its assembly orders
 every wave's partial stores before the tile counter's atomic and the last program's loads
-after it (tools.release_order). With --asm-dir, each row's assembly is written
+after it (tools.release_order). Every gfx950 row carries "hazards" (the "hz" column counts
+them): each `v_cvt_scalef32_*` whose result the very next instruction reads, which gfx950 does
+not forward (tools.gfx950.hazards), with its line and the reader's. With --asm-dir, each row's assembly is written
 there and the row names its file ("asm"). --compare-tritons compiles the table with each
 release and both quantizers and prints a markdown table of them side by side. Runs offline on
 a CPU: no AMD GPU is involved.
@@ -77,6 +79,7 @@ from kernels.quantize import QUANTIZERS      # noqa: E402
 from launchers.configs import GEMM_CONFIGS, GemmConfig  # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
 from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes, usage_error  # noqa: E402
+from tools.gfx950.hazards import conversion_hazards  # noqa: E402
 from tools.release_order import release_ordered  # noqa: E402
 from tools.cross_compile import (GFX950, ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
                                  compile_for, run_with_triton)
@@ -248,7 +251,7 @@ def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
         allocated_vgprs=allocated,
         occupancy=occupancy(allocated, lds, num_warps, spec.options.get("waves_per_eu", 0)),
         workgroups=workgroups, cu_coverage=round(workgroups / CUS, 3),
-        counts=instruction_counts(amdgcn))
+        counts=instruction_counts(amdgcn), hazards=conversion_hazards(amdgcn))
     if spec.name == "gemm":
         row.update(per_k_tile(amdgcn, config, k))
         if config.splits_for(k)[0] > 1 and config.split_k_reduce == "last_program":
@@ -410,7 +413,7 @@ def format_sm90_table(rows) -> str:
 def format_table(rows) -> str:
     header = (f"{'shape':<16} {'kernel':<7} {'config':<34} {'vgpr':>4} {'agpr':>4} "
               f"{'sgpr':>4} {'lds':>6} {'scr':>3} {'spill':>5} {'occ':>3} {'WGs':>5} {'WG/CU':>5} "
-              f"{'cvt_fp4':>7} {'mfma_scale':>10} {'q/elem':>6} {'q/fast':>6} {'mfma_x':>6} {'rel':>3}")
+              f"{'cvt_fp4':>7} {'mfma_scale':>10} {'q/elem':>6} {'q/fast':>6} {'mfma_x':>6} {'rel':>3} {'hz':>3}")
     lines = [header]
     for row in rows:
         head = (f"{'x'.join(map(str, row['shape'])):<16} {row['kernel']:<7} "
@@ -427,7 +430,7 @@ def format_table(rows) -> str:
             f"{row['quantizer_instructions_per_element'] if gemm else '':>6} "
             f"{row['fast_path_instructions_per_element'] if gemm else '':>6} "
             f"{row['mfma_replication'] if gemm else '':>6} "
-            f"{_yes_no(row.get('release_ordered')):>3}")
+            f"{_yes_no(row.get('release_ordered')):>3} {len(row['hazards']):>3}")
     return "\n".join(lines)
 
 
