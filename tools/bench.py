@@ -3,7 +3,7 @@
     python -m tools.bench [--shapes benchmarks|tests|all|M,N,K ...] [--calls 100] [--clear-bytes N]
                           [--host-calls 200] [--json FILE] [--png FILE]
 
-Per shape (default: the 6 benchmark shapes; seed 4242 + the shape's index, as tools.evaluate),
+Per shape (default: the 6 benchmark shapes; the runner's seed of each task shape, as tools.evaluate),
 one set of inputs from reference.generate_input, and in the runner's loop (tools.timing.RunnerLoop:
 synchronize, cache clear, start event, call, end event, synchronize), `--calls` times each of:
   (a) fused:       submission.custom_kernel(data);

@@ -1,9 +1,12 @@
 """Check the submission against the reference on the task's shapes, on whatever is here.
 
-    python -m tools.check [--shapes tests|benchmarks|all|M,N,K ...] [--seeds N]
+    python -m tools.check [--shapes tests|benchmarks|all|M,N,K[,seed] ...] [--seeds N]
 
 With a GPU, custom_kernel runs compiled (the bypass launchers when available); without one,
-through the Triton interpreter (slow: minutes for the four test shapes). Prints one
+through the Triton interpreter (slow: minutes for the four test shapes). Each shape's inputs
+come from the runner's seed for it (task.yml's; see tools.cli), or the seed written as
+M,N,K,seed; with --seeds N, also from that seed + 13, + 26, ... (as the runner's leaderboard
+mode bumps it). Prints one
 line per shape and seed, then per shape the launch (direct or standard), the split count, the
 ladder's rung that serves it (launchers/ladder.py) and the config. Exit codes: 0 all
 passed, 1 a check failed, 2 a usage error (one line on stderr).
@@ -19,17 +22,20 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes, usage_error  # noqa: E402
+from tools.cli import SHAPES_HELP, UsageError, parse_shapes, usage_error  # noqa: E402
+
+SEED_STEP = 13   # the runner's leaderboard mode: seed growth between calls
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tools.check",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["tests"], metavar="SHAPES",
-                        help=f"{SHAPES_HELP}; default tests")
+                        help=f"{SHAPES_HELP}, or M,N,K,seed; default tests")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per shape (default 1)")
     args = parser.parse_args(argv)
     try:
-        shapes = parse_plain_shapes(args.shapes)
+        specs = parse_shapes(args.shapes)
         if args.seeds < 1:
             raise UsageError(f"--seeds: expected at least 1, got {args.seeds}")
     except UsageError as error:
@@ -43,9 +49,10 @@ def main(argv=None):
 
     failures = 0
     used = {}
-    for m, n, k in shapes:
-        for seed in range(args.seeds):
-            data = reference.generate_input(m, n, k, seed=1000 + 13 * seed)
+    for spec in specs:
+        m, n, k = spec["m"], spec["n"], spec["k"]
+        for seed in range(spec["seed"], spec["seed"] + SEED_STEP * args.seeds, SEED_STEP):
+            data = reference.generate_input(m, n, k, seed=seed)
             start = time.perf_counter()
             output = custom_kernel(data)
             if output.is_cuda:
@@ -53,7 +60,7 @@ def main(argv=None):
             seconds = time.perf_counter() - start
             ok, message = reference.check_implementation(data, output)
             failures += not ok
-            print(f"{m:>5} {n:>5} {k:>5} seed {1000 + 13 * seed:>5}: "
+            print(f"{m:>5} {n:>5} {k:>5} seed {seed:>5}: "
                   f"{'pass' if ok else 'FAIL ' + message} ({seconds:.2f} s)", flush=True)
         launcher = launcher_for(data[0], n)
         used[(m, n, k)] = launcher
@@ -62,7 +69,7 @@ def main(argv=None):
         kind = "direct" if launcher.is_direct else "standard"
         label = getattr(launcher.config, "label", launcher.config)   # aiter's is a string
         print(f"{m:>5} {n:>5} {k:>5}  {kind:<9} {launcher.splits:>6}  {launcher.rung:<20} {label}")
-    total = len(shapes) * args.seeds
+    total = len(specs) * args.seeds
     print(f"\n{total - failures} passed, {failures} failed")
     return 1 if failures else 0
 

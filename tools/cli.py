@@ -2,7 +2,9 @@
 
 Every tool that takes shapes takes the same words: `tests`, `benchmarks` or `all` (the task's
 shape sets, launchers.configs) and `M,N,K`, several at once; tools.evaluate also takes
-`M,N,K,seed`. A shape the input format cannot hold (K not a multiple of 64, N not a multiple
+`M,N,K,seed` (and tools.check). A shape given without a seed takes the runner's seed for it
+(task.yml's, launchers.configs.TASK_SEEDS) where it is a task shape, else SEED_BASE + its index
+in the list. A shape the input format cannot hold (K not a multiple of 64, N not a multiple
 of 16, a size below 1) is a usage error: one line on stderr and exit code 2.
 """
 
@@ -10,7 +12,7 @@ import sys
 
 SHAPE_SETS = ("tests", "benchmarks", "all")
 SHAPES_HELP = "tests, benchmarks, all or M,N,K (several allowed)"
-SEED_BASE = 4242          # default seed of shape i: SEED_BASE + i
+SEED_BASE = 4242          # default seed of shape i when it is no task shape: SEED_BASE + i
 USAGE_EXIT_CODE = 2
 
 
@@ -59,12 +61,19 @@ def shape_cases(words, with_seed: bool = False) -> list:
     return cases
 
 
+def default_seed(m: int, n: int, k: int, index: int) -> int:
+    """The runner's seed of a task shape, else SEED_BASE + its index in the list."""
+    from launchers.configs import TASK_SEEDS
+    return TASK_SEEDS.get((m, n, k), SEED_BASE + index)
+
+
 def assign_seeds(cases) -> list:
-    """[(m, n, k, seed or None)] -> [{"m", "n", "k", "seed"}]; a missing seed is SEED_BASE + index."""
+    """[(m, n, k, seed or None)] -> [{"m", "n", "k", "seed"}]; a missing seed is default_seed's."""
     specs = []
     for index, (m, n, k, seed) in enumerate(cases):
         check_shape(m, n, k)
-        specs.append({"m": m, "n": n, "k": k, "seed": SEED_BASE + index if seed is None else seed})
+        specs.append({"m": m, "n": n, "k": k,
+                      "seed": default_seed(m, n, k, index) if seed is None else seed})
     return specs
 
 

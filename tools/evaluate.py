@@ -5,8 +5,9 @@
                                   [--clear-bytes N] [--max-wall S] [--max-calls N]
 
 MODE is one of test, benchmark, leaderboard, profile. Default shapes: the test shapes for
-`test`, the benchmark shapes otherwise; each shape gets a fixed seed, 4242 + its index in the
-list, unless written as M,N,K,seed. --shapes-file reads the runner's test-file format, one case
+`test`, the benchmark shapes otherwise; each shape gets the runner's seed for it (task.yml's),
+or for a shape the task does not list 4242 + its index in the list, unless written as
+M,N,K,seed (tools.cli). --shapes-file reads the runner's test-file format, one case
 a line: `m: 8; n: 2112; k: 7168; seed: 124` (blank lines and lines starting with # skipped).
 
 How the submission runs (this tool's reading of eval.py):
