@@ -45,7 +45,7 @@ def test_header_and_checks(bundle):
     assert bundle.startswith("#!POPCORN leaderboard amd-mxfp4-mm\n#!POPCORN gpu MI355X\n")
     assert ("str" + "eam") not in bundle.lower()
     assert "chr(" not in bundle
-    assert len(bundle.encode()) < 1 << 20
+    assert len(bundle.encode()) <= 1_000_000
     ast.parse(bundle)
 
 
@@ -100,6 +100,35 @@ def test_forbidden_word_fails_the_build_naming_module_and_line(tmp_path):
     with pytest.raises(BundleError, match=rf"kernels/formats.py \(module kernels.formats\) "
                                           rf"line {line}: contains the word the runner forbids"):
         build_bundle(copy)
+
+
+def test_chr_fails_the_build_naming_file_and_line(tmp_path):
+    copy = _tree_copy(tmp_path)
+    bypass_py = copy / "launchers" / "bypass.py"
+    line = len(bypass_py.read_text().splitlines()) + 2
+    with open(bypass_py, "a") as f:
+        f.write("\nLETTER = " + "ch" + "r(115)\n")
+    with pytest.raises(BundleError, match=rf"launchers/bypass.py \(module launchers.bypass\) "
+                                          rf"line {line}: calls chr\(\)"):
+        build_bundle(copy)
+    with pytest.raises(BundleError, match=r"bundle line 3 \(the header\): calls chr\(\)"):
+        check_bundle("#!POPCORN a\n#!POPCORN b\nx = " + "ch" + "r(1)\n")
+
+
+def test_the_size_cap_is_the_runners_1000000_bytes():
+    padding = "#" * 1_000_000
+    check_bundle("import torch\n" + padding[:1_000_000 - 13])        # exactly 1,000,000 bytes
+    with pytest.raises(BundleError, match="1,000,001 bytes, over the runner's 1,000,000"):
+        check_bundle("import torch\n" + padding[:1_000_000 - 12])
+
+
+def test_each_external_import_appears_once(bundle):
+    tree = ast.parse(bundle)
+    from_modules = [node.module for node in tree.body if isinstance(node, ast.ImportFrom)]
+    assert len(from_modules) == len(set(from_modules)), from_modules
+    names = [(node.module, alias.name) for node in tree.body if isinstance(node, ast.ImportFrom)
+             for alias in node.names]
+    assert ("typing", "NamedTuple") in names and len(names) == len(set(names))
 
 
 def test_forbidden_word_in_the_header_names_the_header():

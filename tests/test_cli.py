@@ -2,6 +2,7 @@
 option, and tools.timing refusing to run as a command."""
 
 import argparse
+import ast
 import importlib
 import subprocess
 import sys
@@ -63,4 +64,36 @@ def test_timing_is_not_a_command():
     result = subprocess.run([sys.executable, "-m", "tools.timing", "--help"], cwd=ROOT,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
-    assert result.stderr.startswith("tools.timing is a library")
+    assert result.stderr.startswith("tools.timing: a library")
+
+
+def _stderr_prints(tree):
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"
+                and any(k.arg == "file" and ast.unparse(k.value) == "sys.stderr"
+                        for k in node.keywords)):
+            yield node
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "tools").glob("*.py")), ids=lambda p: p.stem)
+def test_every_stderr_line_of_a_tool_starts_with_its_name(path):
+    """One prefix style for what the tools say on stderr: `tools.NAME: ...`."""
+    for call in _stderr_prints(ast.parse(path.read_text())):
+        first = call.args[0]
+        text = first.value if isinstance(first, ast.Constant) else (
+            first.values[0].value if isinstance(first, ast.JoinedStr)
+            and isinstance(first.values[0], ast.Constant) else "")
+        if path.stem == "cli":    # usage_error prints the prog its caller names
+            continue
+        assert text.startswith(f"tools.{path.stem}: "), (path.name, call.lineno, text)
+
+
+@pytest.mark.parametrize("name, argv", [
+    ("check", ["--shapes", "4,64,100"]), ("evaluate", ["test", "--shapes", "4,64,100"]),
+    ("bench", ["--shapes", "4,64,100"]), ("isa", ["--sweep", "4,64,100"]),
+])
+def test_usage_errors_are_prefixed_with_the_tool(name, argv, capsys):
+    tool = importlib.import_module(f"tools.{name}")
+    assert tool.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tools.{name}: ") and err.count("\n") == 1, err

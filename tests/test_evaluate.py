@@ -165,14 +165,15 @@ def test_broken_submission_fails(capsys, tmp_path):
     assert "0 passed, 1 failed" in out
 
 
-def test_non_self_contained_submission_fails(capsys, tmp_path):
+def test_non_self_contained_submission_is_refused_in_one_line(capsys, tmp_path):
+    """A file outside the root that imports the project (the unbundled submission.py, say)
+    is refused before it runs, with what to do instead."""
     leaky = tmp_path / "leaky.py"
     leaky.write_text("from launchers import launcher_for\n\ndef custom_kernel(data):\n    pass\n")
-    assert evaluate.main(["test", "--submission", str(leaky), "--shapes", SMALL]) == 1
-    out = capsys.readouterr().out
-    assert "No module named 'launchers'" in out
-    assert out.rstrip().splitlines()[-1] == \
-        "0 passed, 0 failed, 1 not run; FAIL: the submission process failed (above)"
+    assert evaluate.main(["test", "--submission", str(leaky), "--shapes", SMALL]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("tools.evaluate: --submission: ")
+    assert "imports the project's packages (launchers)" in err and "python -m tools.bundle" in err
 
 
 def test_project_import_at_call_time_fails_the_shape(capsys, tmp_path):
@@ -293,3 +294,4 @@ def test_timing_refused_under_the_interpreter(monkeypatch, capsys):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert evaluate.main(["benchmark", "--shapes", SMALL]) == 2
     assert "TRITON_INTERPRET is set" in capsys.readouterr().err
+

@@ -21,7 +21,8 @@ class UsageError(Exception):
 
 
 def usage_error(prog: str, error) -> int:
-    """Print `prog: error` on stderr; the exit code of a usage error."""
+    """Print `prog: error` on stderr (prog: "tools.NAME", every tool's prefix); the exit code
+    of a usage error."""
     print(f"{prog}: {error}", file=sys.stderr)
     return USAGE_EXIT_CODE
 

@@ -73,7 +73,7 @@ def side_triton(version: str) -> Path:
     folder = SIDE_TRITONS / version
     if (folder / "triton").is_dir():
         return folder
-    print(f"installing triton=={version} into {folder} (pip --no-deps, about 200 MB; once)",
+    print(f"tools.cross_compile: installing triton=={version} into {folder} (pip --no-deps, about 650 MB; once)",
           file=sys.stderr, flush=True)
     partial = SIDE_TRITONS / f".partial-{version}-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
@@ -84,7 +84,7 @@ def side_triton(version: str) -> Path:
         partial.rename(folder)        # atomic: a concurrent installer's folder wins
     except OSError:
         shutil.rmtree(partial, ignore_errors=True)
-    print(f"installed triton=={version}", file=sys.stderr, flush=True)
+    print(f"tools.cross_compile: installed triton=={version}", file=sys.stderr, flush=True)
     return folder
 
 

@@ -49,6 +49,7 @@ usage errors and modes that cannot run here.
 """
 
 import argparse
+import ast
 import importlib.abc
 import importlib.machinery
 import json
@@ -442,6 +443,27 @@ def require_matplotlib():
                          "(pip install matplotlib, or pip install -e '.[plot]')")
 
 
+def check_standalone(submission) -> None:
+    """A file outside the project root runs alone, as on the runner: refuse one that imports
+    the project's packages (the unbundled submission.py), saying what to run instead."""
+    from tools.bundle import PROJECT_PACKAGES
+    path = Path(submission).resolve()
+    if path.parent == ROOT:
+        return
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            imported.add(node.module.split(".")[0])
+    found = sorted(imported & set(PROJECT_PACKAGES))
+    if found:
+        raise UsageError(f"--submission: {submission} imports the project's packages "
+                         f"({', '.join(found)}), which the runner does not have; build the "
+                         f"one-file submission with `python -m tools.bundle` and pass "
+                         f"--submission dist/submission.py")
+
+
 def _prepare_workdir(workdir, submission):
     shutil.copyfile(submission, workdir / "submission.py")
     for name in ("task.py", "reference.py"):
@@ -523,6 +545,7 @@ def main(argv=None):
             require_matplotlib()
         if not Path(args.submission).is_file():
             raise UsageError(f"--submission: no such file {args.submission}")
+        check_standalone(args.submission)
         if args.clear_bytes < 4:
             raise UsageError("--clear-bytes must be at least 4")
     except UsageError as error:

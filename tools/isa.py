@@ -272,7 +272,7 @@ def report(arch: str, quantizer: str, asm_dir=None) -> list:
     for (m, n, k), config in GEMM_CONFIGS[arch].items():
         for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer):
             rows.append(resource_row((m, n, k), config, spec, quantizer, asm_dir))
-            print(f"compiled {m}x{n}x{k} {spec.name}", file=sys.stderr, flush=True)
+            print(f"tools.isa: compiled {m}x{n}x{k} {spec.name}", file=sys.stderr, flush=True)
     return rows
 
 
@@ -288,7 +288,7 @@ def candidates_report(quantizer: str, asm_dir=None) -> list:
             for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer):
                 rows.append(dict(resource_row((m, n, k), config, spec, quantizer, asm_dir),
                                  candidate=index))
-            print(f"compiled {m}x{n}x{k} candidate {index + 1}/{len(configs)}",
+            print(f"tools.isa: compiled {m}x{n}x{k} candidate {index + 1}/{len(configs)}",
                   file=sys.stderr, flush=True)
     return rows
 
@@ -301,7 +301,7 @@ def sweep(shapes, quantizer: str, asm_dir=None) -> list:
         for index, config in enumerate(candidates):
             spec = launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer)[0]
             rows.append(resource_row((m, n, k), config, spec, quantizer, asm_dir))
-            print(f"compiled {m}x{n}x{k} candidate {index + 1}/{len(candidates)}",
+            print(f"tools.isa: compiled {m}x{n}x{k} candidate {index + 1}/{len(candidates)}",
                   file=sys.stderr, flush=True)
     return rows
 
@@ -323,7 +323,7 @@ def compare_tritons(versions: list) -> str:
         for version in versions:
             for quantizer in ("hardware", "software"):
                 out = Path(folder) / f"{version}-{quantizer}.json"
-                print(f"compiling the gfx950 table with Triton {version}, {quantizer} quantizer",
+                print(f"tools.isa: compiling the gfx950 table with Triton {version}, {quantizer} quantizer",
                       file=sys.stderr, flush=True)
                 run_with_triton(version, ["tools.isa", "--arch", "gfx950", "--triton", version,
                                           "--quantizer", quantizer, "--json", str(out)])
@@ -475,7 +475,7 @@ def main(argv=None):
     try:
         sweep_shapes = parse_plain_shapes(args.sweep) if args.sweep else None
     except UsageError as error:
-        return usage_error(parser.prog, error)
+        return usage_error("tools.isa", error)
     if args.compare_tritons:
         if args.arch != "gfx950" or args.sweep or args.candidates or args.json or args.asm_dir:
             parser.error("--compare-tritons takes only --arch gfx950 and --markdown")

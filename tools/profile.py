@@ -128,7 +128,7 @@ def main(argv=None):
         parser.error(str(error))
     ncu = args.ncu or shutil.which("ncu")
     if ncu is None:
-        print("tools.profile needs Nsight Compute (ncu); pass --ncu PATH", file=sys.stderr)
+        print("tools.profile: needs Nsight Compute (ncu); pass --ncu PATH", file=sys.stderr)
         return 2
     print(f"profiling {len(shapes)} shapes under ncu (one warm call, then one measured)",
           flush=True)
@@ -139,7 +139,7 @@ def main(argv=None):
             out.write(result.stdout)
     kernels = parse_raw_csv(result.stdout)
     if result.returncode != 0 or not kernels:
-        print(f"ncu exited {result.returncode} with no kernel rows:\n{result.stderr[-2000:]}"
+        print(f"tools.profile: ncu exited {result.returncode} with no kernel rows:\n{result.stderr[-2000:]}"
               f"\n{result.stdout[-2000:]}", file=sys.stderr)
         return 2
     print(format_report(shapes, kernels))

@@ -88,7 +88,7 @@ def main(argv=None):
         return usage_error("tools.soak", "--random-shapes, --calls and --iterations must not "
                                          "be negative")
     if not torch.cuda.is_available():
-        print("tools.soak needs a GPU", file=sys.stderr)
+        print("tools.soak: needs a GPU; run it on a machine with CUDA or ROCm", file=sys.stderr)
         return 2
     import reference
     from launchers import cached_launcher_count

@@ -32,6 +32,6 @@ def summary(times: list) -> dict:
 
 
 if __name__ == "__main__":
-    print(f"tools.timing is a library (the runner's timed loop, for tools.bench and tools.tune), "
+    print(f"tools.timing: a library (the runner's timed loop, for tools.bench and tools.tune), "
           f"not a command; nothing to run.\n{__doc__}", file=sys.stderr)
     sys.exit(2)

@@ -284,7 +284,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        print("tools.tune needs a GPU (and TRITON_INTERPRET unset)", file=sys.stderr)
+        print("tools.tune: needs a GPU; run it on a machine with CUDA or ROCm, TRITON_INTERPRET unset", file=sys.stderr)
         return 2
     from launchers import current_target
     from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop
