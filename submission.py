@@ -1,23 +1,21 @@
 """popcorn entry point: custom_kernel(data) -> config lookup -> launcher -> kernels.
 
 data = (A bf16 [M, K], B, B_q, B_shuffle [N, K/2] fp4x2, B_scale_sh [pad(N,256), pad(K/32,8)]
-e8m0); returns a new bf16 [M, N] tensor on every call. B and B_q are not read. A may be
+e8m0); returns a new bf16 [M, N] tensor on every call, by launchers.mxfp4_gemm (the path of
+the torch op torch.ops.mxfp4_mm.gemm too). B and B_q are not read. A may be
 strided (a slice); bad inputs raise TypeError or ValueError (launchers.inputs).
 """
 
 import torch
 
-from launchers import interpreting, launcher_for, prewarm, tune_launchers
+from launchers import interpreting, mxfp4_gemm, prewarm, tune_launchers
 from launchers.tuner import tuning_enabled
-from launchers.inputs import problem_of
+from launchers.inputs import gemm_tensors
 from task import input_t, output_t
 
 
 def custom_kernel(data: input_t) -> output_t:
-    a, b_shuffle, b_scale_sh, m, n, _ = problem_of(data)
-    if m == 0:
-        return torch.empty((0, n), dtype=torch.bfloat16, device=a.device)
-    return launcher_for(a, n)(a, b_shuffle, b_scale_sh)
+    return mxfp4_gemm(*gemm_tensors(data))
 
 
 if torch.cuda.is_available() and not interpreting():

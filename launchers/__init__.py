@@ -6,6 +6,12 @@ proof passes, or the next rung down) and kept in a bounded LRU cache keyed by (t
 device, M, N, K, A strides). `prewarm(shapes)` builds and proves the launchers of the given
 shapes, so that the first timed call compiles and loads nothing; `tune_launchers(shapes)`
 then lets the device choose among proven candidates by timing them (launchers.tuner).
+
+`mxfp4_gemm(a, b_shuffle, b_scale_sh)` is the one path from the three tensors to a new output
+(validation, the empty-M case, the cached launcher): submission.custom_kernel calls it, and so
+does the torch op `torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh) -> c`, registered here with
+a fake implementation (shapes only), so that torch.compile traces it and CUDA/HIP graphs
+capture it.
 """
 
 import functools
@@ -17,6 +23,7 @@ import triton
 
 from launchers import tuner
 from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES
+from launchers.inputs import gemm_problem
 from launchers.ladder import proven_launcher
 
 LAUNCHER_CACHE_CAPACITY = 64
@@ -59,6 +66,32 @@ def _launcher(device, m: int, n: int, k: int, a_strides: tuple):
 def launcher_for(a, n: int):
     m, k = a.shape
     return _launcher(a.device, m, n, k, a.stride())
+
+
+def mxfp4_gemm(a: torch.Tensor, b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor) -> torch.Tensor:
+    """A bf16 [M, K], B_shuffle fp4x2 [N, K/2], B_scale_sh e8m0 [pad(N,256), pad(K/32,8)] ->
+    a new bf16 [M, N] = quantize(A) @ dequant(B)^T."""
+    m, n, _ = gemm_problem(a, b_shuffle, b_scale_sh)
+    if m == 0:
+        return torch.empty((0, n), dtype=torch.bfloat16, device=a.device)
+    return launcher_for(a, n)(a, b_shuffle, b_scale_sh)
+
+
+OP_NAMESPACE, OP_NAME = "mxfp4_mm", "gemm"
+
+
+def _register_op():
+    """torch.ops.mxfp4_mm.gemm, once per process (a second import of this code keeps it)."""
+    if hasattr(getattr(torch.ops, OP_NAMESPACE), OP_NAME):
+        return
+    op = torch.library.custom_op(f"{OP_NAMESPACE}::{OP_NAME}", mxfp4_gemm, mutates_args=())
+
+    @op.register_fake
+    def _output_like(a, b_shuffle, b_scale_sh):
+        return a.new_empty((a.shape[0], b_shuffle.shape[0]), dtype=torch.bfloat16)
+
+
+_register_op()
 
 
 def cached_launcher_count() -> int:

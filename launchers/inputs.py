@@ -1,6 +1,7 @@
 """Validation of custom_kernel's input tuple: clear errors instead of wrong answers.
 
-`problem_of(data) -> (A, B_shuffle, B_scale_sh, M, N, K)` checks, cheaply (shapes, dtypes,
+`problem_of(data) -> (A, B_shuffle, B_scale_sh, M, N, K)` (and `gemm_problem(A, B_shuffle,
+B_scale_sh) -> (M, N, K)` for the three tensors the GEMM reads) checks, cheaply (shapes, dtypes,
 contiguity, devices; no data is read), what the kernels rely on, and raises TypeError or
 ValueError naming the argument, what was expected and what came. CPU tensors need the kernels
 built for the Triton interpreter (TRITON_INTERPRET=1 set before the import): otherwise a
@@ -38,12 +39,23 @@ def _require_contiguous(name, value):
                          f"{value.stride()}; pass {name}.contiguous()")
 
 
-def problem_of(data):
+def gemm_tensors(data):
+    """data -> (A, B_shuffle, B_scale_sh), the three tensors the GEMM reads (not yet checked)."""
     if not isinstance(data, (tuple, list)) or len(data) != len(DATA_FIELDS):
         got = f"{type(data).__name__} of length {len(data)}" if isinstance(data, (tuple, list)) \
             else type(data).__name__
         raise TypeError(f"data: expected a tuple ({', '.join(DATA_FIELDS)}), got {got}")
     a, _, _, b_shuffle, b_scale_sh = data
+    return a, b_shuffle, b_scale_sh
+
+
+def problem_of(data):
+    tensors = gemm_tensors(data)
+    return tensors + gemm_problem(*tensors)
+
+
+def gemm_problem(a, b_shuffle, b_scale_sh):
+    """(M, N, K) of the GEMM's three tensors, checked as problem_of checks them."""
     _require_tensor("A", a, 2, (torch.bfloat16,))
     _require_tensor("B_shuffle", b_shuffle, 2, _FP4_DTYPES)
     _require_tensor("B_scale_sh", b_scale_sh, 2, _E8M0_DTYPES)
@@ -70,4 +82,4 @@ def problem_of(data):
     if a.device.type == "cpu" and KERNELS_NEED_A_GPU:
         raise RuntimeError(f"A: a CPU tensor, but the kernels were compiled for a GPU; "
                            f"{CPU_HOWTO}")
-    return a, b_shuffle, b_scale_sh, m, n, k
+    return m, n, k
