@@ -58,7 +58,7 @@ def _waves(config, m, n, k, processors) -> float:
 
 def reduce_choices(arch: str, splits: int) -> tuple:
     """Who may sum the split-K partials. "last_program" only on NVIDIA: on AMD, a barrier and
-    one wave's agent-scope release do not wait for the other waves' partial stores (see
+    one wave's device-scope release do not wait for the other waves' partial stores (see
     README, "Split-K"), so it stays unproven there until it has run on the hardware."""
     if splits == 1:
         return ("kernel",)
