@@ -1,7 +1,7 @@
 """MXFP4 formats and aiter layouts in pure torch: the one home of this math.
 
 Used by the reference, the tests and the host side of the kernels. Every function is
-bit-exact with the aiter piece it names (see shared/docs/aiter-mxfp4-spec.md).
+bit-exact with the aiter piece it names (docs/formats.md says what each does).
 
 Shapes, with K the number of logical fp4 elements along the reduction axis:
   codes   uint8 [rows, K/2]    two E2M1 codes per byte, element 2i in the low nibble

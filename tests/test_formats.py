@@ -1,8 +1,7 @@
 """Tests of kernels/formats.py against hand-computed values and torchao.
 
-Expected values come from shared/docs/aiter-mxfp4-spec.md: §1.2 (block scale), §1.3
-(E2M1 table), §1.4 (packing), §2.1 (e8m0_shuffle), §2.2/2.3 (decode) and §3
-(shuffle_weight). They are written out by hand here, never computed by the module under test.
+Expected values follow aiter's rules as docs/formats.md writes them: the block scale, the
+E2M1 table, the packing, e8m0_shuffle, the decode and shuffle_weight. They are written out by hand here, never computed by the module under test.
 """
 
 import math

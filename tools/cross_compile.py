@@ -33,7 +33,7 @@ from triton.compiler import ASTSource, make_backend
 
 GFX950 = GPUTarget("hip", "gfx950", 64)
 SM90 = GPUTarget("cuda", 90, 32)
-RUNNER_TRITON = "3.6.0"   # the leaderboard runner's compiler (shared/docs/task.md)
+RUNNER_TRITON = "3.6.0"   # the leaderboard runner's compiler (docs/task.md)
 ROOT = Path(__file__).resolve().parents[1]
 SIDE_TRITONS = ROOT / ".triton"
 SIDE_TRITON_ENV = "MXFP4_SIDE_TRITON"   # set in a process started by run_with_triton
