@@ -1,7 +1,8 @@
 """Tests of kernels/formats.py against hand-computed values and torchao.
 
 Expected values follow aiter's rules as docs/formats.md writes them: the block scale, the
-E2M1 table, the packing, e8m0_shuffle, the decode and shuffle_weight. They are written out by hand here, never computed by the module under test.
+E2M1 table, the packing, e8m0_shuffle, the decode and shuffle_weight. They are written out by
+hand here, never computed by the module under test.
 """
 
 import math
