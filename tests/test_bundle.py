@@ -1,4 +1,5 @@
-"""The one-file bundle: its checks, and the same outputs as the package, alone in a folder."""
+"""The one-file bundle: its checks, and the same outputs as the package (custom_kernel and the
+torch op, the bundle imported twice), alone in a folder."""
 
 import ast
 import os
@@ -33,6 +34,11 @@ import submission
 for i in range(int(sys.argv[1])):
     data = torch.load(f"in{i}.pt")
     torch.save(submission.custom_kernel(data), f"out{i}.pt")
+import importlib.util                      # the bundle again: its op is registered once
+spec = importlib.util.spec_from_file_location("submission_again", "submission.py")
+spec.loader.exec_module(importlib.util.module_from_spec(spec))
+a, _, _, b_shuffle, b_scale_sh = torch.load("in0.pt")
+torch.save(torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh), "op0.pt")
 """
 
 
@@ -166,3 +172,4 @@ def test_bundle_alone_gives_the_package_outputs(bundle, tmp_path):
                    check=True, capture_output=True, timeout=600)
     for i, want in enumerate(expected):
         assert torch.equal(torch.load(tmp_path / f"out{i}.pt"), want)
+    assert torch.equal(torch.load(tmp_path / "op0.pt"), expected[0])

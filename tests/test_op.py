@@ -1,6 +1,8 @@
 """torch.ops.mxfp4_mm.gemm: the same path and bytes as custom_kernel, under torch.compile in
 the interpreter, and under CUDA graph capture and replay where a GPU is present."""
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -26,6 +28,20 @@ def test_the_op_checks_its_inputs_as_custom_kernel_does(device):
     a, b_shuffle, b_scale_sh = _tensors(reference.generate_input(*SMALL, seed=3, device=device))
     with pytest.raises(ValueError, match="B_scale_sh: expected shape"):
         torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh[:-1])
+
+
+def test_a_second_copy_of_the_code_keeps_the_op(device, monkeypatch):
+    """The launchers' code run again in the process (a bundle beside the package, a reload)
+    defines nothing twice (torch releases differ on whether a second definition raises), and
+    the op still answers."""
+    def second_definition(*args, **kwargs):
+        raise RuntimeError("mxfp4_mm::gemm defined twice")
+
+    monkeypatch.setattr(torch.library, "custom_op", second_definition)
+    spec = importlib.util.spec_from_file_location("launchers_again", launchers.__file__)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    data = reference.generate_input(*SMALL, seed=4, device=device)
+    assert torch.equal(torch.ops.mxfp4_mm.gemm(*_tensors(data)), custom_kernel(data))
 
 
 def test_the_fake_gives_the_output_shape_without_running_a_kernel():
