@@ -1,0 +1,118 @@
+"""What only the compiled kernel shows, checked statically on Triton 3.6.0's gfx950 assembly of
+one small GEMM per hardware quantizer form (compiled once per module, offline; see
+tests/test_cross_compile.py for the whole table).
+
+Decisions checked here:
+- the conversion asm's register constraints: its outputs are early-clobber ("=&v"), so no
+  register the asm block writes is read again, as a source, by a later instruction of the same
+  block (a destination sharing a register with a later input would convert the wrong bytes);
+- each form's assembly holds its own conversion (bf16 or f32 sources) and not the other's.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNER_TRITON = "3.6.0"
+ENV = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+FORMS = {"hardware": "v_cvt_scalef32_pk_fp4_bf16", "hardware-f32": "v_cvt_scalef32_pk_fp4_f32"}
+
+PROBE = '''
+import sys
+from pathlib import Path
+from launchers.configs import GemmConfig
+from launchers.gemm import launch_specs
+from tools.cross_compile import compile_for
+
+out = Path(sys.argv[1])
+config = GemmConfig(16, 64, 256, split_k=2)   # a K loop of two tiles per split, and a reduce
+for quantizer in ("hardware", "hardware-f32"):
+    spec = launch_specs(config, "hip", 16, 128, 1024, (1024, 1), "meta", quantizer)[0]
+    compiled = compile_for(spec.kernel, spec.sample_args, spec.options)
+    (out / f"{quantizer}.s").write_text(compiled.asm["amdgcn"])
+'''
+
+_REGISTER = re.compile(r"\bv(?:(\d+)|\[(\d+):(\d+)\])")
+
+
+def registers(operand: str) -> set:
+    """VGPR numbers an operand names: "v7" -> {7}, "v[4:5]" -> {4, 5}."""
+    found = set()
+    for single, first, last in _REGISTER.findall(operand):
+        found |= {int(single)} if single else set(range(int(first), int(last) + 1))
+    return found
+
+
+def asm_blocks(assembly: str) -> list:
+    """[[instruction line]] of each inline asm block (;;#ASMSTART .. ;;#ASMEND)."""
+    blocks, current = [], None
+    for line in assembly.splitlines():
+        text = line.split(";")[0].strip() if not line.strip().startswith(";;#ASM") else line.strip()
+        if text == ";;#ASMSTART":
+            current = []
+        elif text == ";;#ASMEND":
+            blocks.append(current)
+            current = None
+        elif current is not None and text:
+            current.append(text)
+    return blocks
+
+
+def clobbered_reads(block: list) -> list:
+    """(writer, reader) pairs: a later instruction of the block reads, as a source operand, a
+    register an earlier one wrote (what early-clobber outputs rule out)."""
+    pairs = []
+    for index, writer in enumerate(block):
+        mnemonic, _, operands = writer.partition(" ")
+        if not operands or mnemonic.startswith("s_"):
+            continue
+        written = registers(operands.split(",")[0])
+        for reader in block[index + 1:]:
+            sources = ",".join(reader.partition(" ")[2].split(",")[1:])
+            if written & registers(sources):
+                pairs.append((writer, reader))
+    return pairs
+
+
+@pytest.fixture(scope="module")
+def assembly(tmp_path_factory):
+    from tools.cross_compile import side_triton
+    folder = tmp_path_factory.mktemp("asm")
+    (folder / "gemm_probe.py").write_text(PROBE)
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT),
+                                                str(folder)]))
+    done = subprocess.run([sys.executable, "-m", "gemm_probe", str(folder)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {form: (folder / f"{form}.s").read_text() for form in FORMS}
+
+
+def test_the_block_parser_sees_a_clobbered_read():
+    block = ["v_cvt_scalef32_pk_fp4_bf16 v4, v6, v9", "v_cvt_scalef32_pk_fp4_bf16 v5, v4, v9",
+             "s_nop 0"]
+    assert clobbered_reads(block) == [(block[0], block[1])]
+    assert clobbered_reads(["v_cvt_scalef32_pk_fp4_f32 v[4:5], v6, v7, v9",
+                            "v_cvt_scalef32_pk_fp4_f32 v8, v10, v5, v9"]) != []
+    assert clobbered_reads(["v_cvt_scalef32_pk_fp4_bf16 v4, v6, v9",
+                            "v_cvt_scalef32_pk_fp4_bf16 v4, v7, v9 op_sel:[0,0,1,0]"]) == []
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_no_asm_output_shares_a_register_with_a_later_input(assembly, form):
+    blocks = [block for block in asm_blocks(assembly[form])
+              if any(line.startswith(FORMS[form]) for line in block)]
+    assert blocks, f"no {FORMS[form]} asm block in the {form} GEMM"
+    for block in blocks:
+        assert clobbered_reads(block) == [], (form, block)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_each_form_holds_its_own_conversion_only(assembly, form):
+    other = next(name for name in FORMS if name != form)
+    assert FORMS[form] in assembly[form]
+    assert FORMS[other] not in assembly[form]

@@ -1,0 +1,201 @@
+"""Mutation testing of the suite: how many seeded one-line bugs do the tests catch?
+
+    python -m tools.mutation [--workers 2] [--root PATH] [--only GLOB] [--no-kernels]
+
+Runs in a copy of the tree (the files git tracks or would track, taken from --root, default
+this checkout), never in the tree itself:
+
+1. mutmut (the `mutation` extra; config in pyproject.toml's [tool.mutmut]) mutates every
+   function of launchers/, kernels/formats.py and tools/{bundle,evaluate,check}.py and runs, per
+   mutant, only the tests that call the mutated function.
+2. The jit kernels, which mutmut cannot rewrite, get the hand-written mutants of
+   mutation/kernel_mutants.toml: each applied to a fresh copy, its tests run.
+
+A surviving mutant listed in mutation/equivalent.toml (same function, same changed line) counts
+as equivalent: it changes nothing the program does. The summary gives killed, survived,
+equivalent, the score (killed over non-equivalent mutants), the wall time, each unlisted
+survivor's diff, and the path of the equivalents file. Not part of CI (tens of minutes).
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EQUIVALENT_FILE = ROOT / "mutation" / "equivalent.toml"
+KERNEL_MUTANTS_FILE = ROOT / "mutation" / "kernel_mutants.toml"
+KERNEL_TEST_TIMEOUT_S = 600
+# mutmut's exit codes per mutant (mutmut.stats.status_by_exit_code), the kills and the timeouts
+KILLED_CODES = {1, 3, 24, -24, 152, 255, 36}
+SURVIVED_CODES = {0, 5, 33}
+_SUMMARY_SCRIPT = """
+import json, sys
+from pathlib import Path
+from mutmut.configuration import config
+from mutmut.mutation.data import SourceFileMutationData
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+from mutmut.utils.file_utils import walk_mutatable_files
+out = {}
+for path in walk_mutatable_files():
+    data = SourceFileMutationData(path=path)
+    data.load()
+    for name, code in data.exit_code_by_key.items():
+        diff = get_diff_for_mutant(name, path=path) if code not in (1, 3) else ""
+        out[name] = (code, diff)
+json.dump(out, sys.stdout)
+"""
+
+
+def fail(message: str):
+    print(f"tools.mutation: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def copy_tree(root: Path, destination: Path) -> None:
+    """The files git tracks or would track under root (no ignored ones) into destination, and a
+    link to this checkout's side Triton install (tools.cross_compile), which git ignores."""
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = root / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    if (ROOT / ".triton").is_dir():
+        (destination / ".triton").symlink_to(ROOT / ".triton")
+
+
+def changed_line(diff: str) -> str:
+    """The first added line of a mutmut diff, stripped: what the mutant changed."""
+    for line in diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++"):
+            return line[1:].strip()
+    return ""
+
+
+def function_of(mutant: str) -> str:
+    """"launchers.tuner.x_select__mutmut_3" -> "launchers.tuner.x_select"."""
+    return mutant.rpartition("__mutmut_")[0]
+
+
+def load_equivalents(path: Path) -> dict:
+    """{(function, changed line): reason} from the equivalents file."""
+    entries = tomllib.loads(path.read_text()).get("mutant", []) if path.exists() else []
+    return {(entry["function"], entry["change"].strip()): entry["reason"] for entry in entries}
+
+
+def run_mutmut(tree: Path, workers: int, only: str, log) -> dict:
+    """{mutant: (exit code, diff)} after `mutmut run` in tree."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
+    command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(workers)]
+    if only:
+        command.append(only)
+    subprocess.run(command, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    listed = subprocess.run([sys.executable, "-c", _SUMMARY_SCRIPT], cwd=tree, env=env,
+                            capture_output=True, text=True)
+    if listed.returncode:
+        fail(f"reading mutmut's results failed (see {log.name}): {listed.stderr.strip()[-300:]}")
+    return {name: tuple(value) for name, value in json.loads(listed.stdout).items()}
+
+
+def run_kernel_mutants(root: Path, work: Path, mutants: list, log) -> dict:
+    """{mutant id: "killed" | "survived" | "stale"}: each mutant on a fresh copy of root."""
+    results = {}
+    for entry in mutants:
+        tree = work / f"kernel-{entry['id']}"
+        copy_tree(root, tree)
+        target = tree / entry["file"]
+        source = target.read_text()
+        if source.count(entry["find"]) != 1:
+            results[entry["id"]] = "stale"
+            continue
+        target.write_text(source.replace(entry["find"], entry["replace"]))
+        command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                   *entry["tests"]]
+        print(f"--- kernel mutant {entry['id']}: {' '.join(command)}", file=log, flush=True)
+        try:
+            code = subprocess.run(command, cwd=tree, stdout=log, stderr=subprocess.STDOUT,
+                                  timeout=KERNEL_TEST_TIMEOUT_S).returncode
+        except subprocess.TimeoutExpired:
+            code = 124
+        # 0: the tests pass; 4, 5: none of them exists in this tree
+        results[entry["id"]] = "survived" if code in (0, 4, 5) else "killed"
+        shutil.rmtree(tree, ignore_errors=True)
+    return results
+
+
+def summarize(results: dict, kernel_results: dict, equivalents: dict, wall_s: float) -> tuple:
+    """(summary lines, score in %)."""
+    killed = sum(code in KILLED_CODES for code, _ in results.values())
+    survivors = {name: diff for name, (code, diff) in results.items() if code in SURVIVED_CODES}
+    other = len(results) - killed - len(survivors)
+    equivalent = {name for name, diff in survivors.items()
+                  if (function_of(name), changed_line(diff)) in equivalents}
+    kernel_killed = sum(v == "killed" for v in kernel_results.values())
+    kernel_survived = sorted(k for k, v in kernel_results.items() if v == "survived")
+    stale = sorted(k for k, v in kernel_results.items() if v == "stale")
+    alive = len(survivors) - len(equivalent) + len(kernel_survived)
+    caught = killed + kernel_killed
+    score = 100.0 * caught / max(1, caught + alive)
+    lines = [f"mutants: {len(results)} (mutmut) + {len(kernel_results)} (kernels)",
+             f"killed: {caught} (kernels {kernel_killed}), survived: {alive}, "
+             f"equivalent: {len(equivalent)}, other (suspicious/segfault/skipped): {other}"
+             + (f", stale kernel mutants: {', '.join(stale)}" if stale else ""),
+             f"score: {score:.1f} % of non-equivalent mutants killed",
+             f"wall time: {wall_s:.0f} s",
+             f"equivalents file: {EQUIVALENT_FILE}"]
+    for name in sorted(set(survivors) - equivalent):
+        lines += [f"survived: {name}", *("    " + line for line in survivors[name].splitlines()
+                                         if line[:1] in "+-" and line[:3] not in ("+++", "---"))]
+    lines += [f"survived: kernel mutant {name}" for name in kernel_survived]
+    return lines, score
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.mutation", description=__doc__.split("\n")[0])
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="the tree to test (default this checkout); its mutmut config, kernel "
+                             "mutants and equivalents are this checkout's")
+    parser.add_argument("--workers", type=int, default=2, help="mutants run at once (default 2)")
+    parser.add_argument("--only", default="",
+                        help="mutmut mutant-name glob, e.g. 'launchers.tuner.*' (skips the kernels)")
+    parser.add_argument("--no-kernels", action="store_true", help="skip the kernel mutants")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    if not (root / ".git").exists():
+        fail(f"--root {root} is not a git checkout")
+    if args.workers < 1:
+        fail(f"--workers must be >= 1, got {args.workers}")
+    work = Path(tempfile.mkdtemp(prefix="mxfp4-mutation-"))
+    log_path = work / "log.txt"
+    started = time.monotonic()
+    tree = work / "tree"
+    copy_tree(root, tree)
+    if root != ROOT:   # the baseline of another tree is measured with this checkout's config
+        shutil.copy2(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    print(f"tools.mutation: working in {work} (log {log_path})", flush=True)
+    with open(log_path, "w") as log:
+        results = run_mutmut(tree, args.workers, args.only, log)
+        kernel_mutants = [] if args.only or args.no_kernels else \
+            tomllib.loads(KERNEL_MUTANTS_FILE.read_text())["mutant"]
+        kernel_results = run_kernel_mutants(root, work, kernel_mutants, log)
+    lines, _ = summarize(results, kernel_results, load_equivalents(EQUIVALENT_FILE),
+                         time.monotonic() - started)
+    (work / "summary.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    if not args.keep:
+        shutil.rmtree(tree, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
