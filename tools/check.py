@@ -22,9 +22,8 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from tools.cli import SHAPES_HELP, UsageError, parse_shapes, usage_error  # noqa: E402
-
-SEED_STEP = 13   # the runner's leaderboard mode: seed growth between calls
+from tools.cli import (LEADERBOARD_SEED_STEP, SHAPES_HELP, UsageError,  # noqa: E402
+                       parse_shapes, usage_error)
 
 
 def main(argv=None):
@@ -51,7 +50,8 @@ def main(argv=None):
     used = {}
     for spec in specs:
         m, n, k = spec["m"], spec["n"], spec["k"]
-        for seed in range(spec["seed"], spec["seed"] + SEED_STEP * args.seeds, SEED_STEP):
+        for seed in range(spec["seed"], spec["seed"] + LEADERBOARD_SEED_STEP * args.seeds,
+                          LEADERBOARD_SEED_STEP):
             data = reference.generate_input(m, n, k, seed=seed)
             start = time.perf_counter()
             output = custom_kernel(data)

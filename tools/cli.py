@@ -13,6 +13,7 @@ import sys
 SHAPE_SETS = ("tests", "benchmarks", "all")
 SHAPES_HELP = "tests, benchmarks, all or M,N,K (several allowed)"
 SEED_BASE = 4242          # default seed of shape i when it is no task shape: SEED_BASE + i
+LEADERBOARD_SEED_STEP = 13   # the runner's leaderboard mode: seed growth before each timed call
 USAGE_EXIT_CODE = 2
 
 

@@ -73,7 +73,7 @@ def side_triton(version: str) -> Path:
     folder = SIDE_TRITONS / version
     if (folder / "triton").is_dir():
         return folder
-    print(f"tools.cross_compile: installing triton=={version} into {folder} (pip --no-deps, about 650 MB; once)",
+    print(f"tools.cross_compile: installing triton=={version} into {folder} (pip --no-deps, about 640 MiB; once)",
           file=sys.stderr, flush=True)
     partial = SIDE_TRITONS / f".partial-{version}-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)

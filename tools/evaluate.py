@@ -64,7 +64,7 @@ import time
 import traceback
 from pathlib import Path
 
-from tools.cli import UsageError, assign_seeds, parse_shapes, usage_error
+from tools.cli import LEADERBOARD_SEED_STEP, UsageError, assign_seeds, parse_shapes, usage_error
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("test", "benchmark", "leaderboard", "profile")
@@ -80,7 +80,6 @@ AITER_BASELINES_US = {
     (256, 3072, 1536): 12.219,
 }
 
-SEED_STEP = 13            # leaderboard: seed growth before each timed call
 MAX_CALLS = {"benchmark": 1000, "leaderboard": 100, "warmup": 100}
 MIN_CALLS = 3
 REL_ERR_TARGET = 0.001
@@ -354,7 +353,7 @@ def _child_run(job, send):
         loop_start = time.perf_counter()
         for call in range(max_calls):
             if recheck:
-                args["seed"] += SEED_STEP
+                args["seed"] += LEADERBOARD_SEED_STEP
                 data = reference.generate_input(**args)
                 check_copy = _clone(data)
             torch.cuda.synchronize()
