@@ -298,3 +298,15 @@ def test_prequantized_a_gives_the_fused_bits(device, shape, config):
     unfused = GemmLauncher(config, current_target(device)[0], m, n, k, a.stride(), device,
                            a_prequantized=True)(codes, b_shuffle, b_scale_sh, scales)
     assert torch.equal(unfused.view(torch.int16), fused.view(torch.int16))
+
+
+def test_column_major_a_over_several_k_tiles(device):
+    """A column-major (strides (1, M)): each K step moves A's pointers by BLOCK_K columns, i.e.
+    BLOCK_K * stride_ak elements; three K tiles in one split and a ragged last N tile."""
+    m, n, k = 16, 96, 768
+    data = reference.generate_input(m, n, k, seed=33, device=device)
+    a = data[0].t().contiguous().t()
+    assert a.stride() == (1, m)
+    launcher, out = run_config(GemmConfig(16, 64, 256), (a,) + data[1:])
+    assert launcher.splits == 1
+    assert_correct(data, out)
