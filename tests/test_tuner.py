@@ -1,7 +1,25 @@
 """The import-time tuner's decisions, on the CPU with fake launchers, timers and clocks
-(no timing is measured or asserted here)."""
+(no timing is measured or asserted here).
+
+Decisions of launchers.tuner, each tested by what it changes:
+- whether to tune: MXFP4_MM_TUNE ("0" or "" off), the budget MXFP4_MM_TUNE_S (>= 0, else an
+  error), the arch (only those with candidates), the served rung (quantizer rungs only);
+- which candidates: the table's entry first, the other quantizers of the served one, the
+  listed alternatives without duplicates, at most MAX_CANDIDATES; each built with its own
+  config and quantizer, the served launcher reused, not rebuilt;
+- which are timed: the proven ones only, and only when two or more are and the deadline (the
+  deadline itself included) is not passed;
+- the winner: the fastest whose mean beats the table's by strictly more than the noise (twice
+  the standard error of the difference, from both sides' variances and counts); an untimed
+  table keeps the table;
+- where the winner goes: under the key launcher_for looks up (end to end through
+  launchers.tune_launchers);
+- what is printed: every row, the winner marked, and a pin line in the table's syntax with
+  defaults left out and the quantizer named when it differs.
+"""
 
 import ast
+import dataclasses
 
 import pytest
 
@@ -233,3 +251,145 @@ def test_a_winner_with_another_quantizer_says_so_in_its_pin():
     (pin,) = [line for line in block.splitlines() if "pin: " in line]
     assert "with the hardware-f32 quantizer" in pin
     assert "cand 1" in block and block.count("hardware-f32") == 2
+
+
+def test_tune_launchers_end_to_end_serves_the_winner_through_launcher_for(monkeypatch, capsys):
+    """launchers.tune_launchers on the CPU (interpreter kernels, proofs real, timing faked: the
+    table's entry 9 µs, the alternative 1 µs): the winner is what launcher_for then returns for
+    a contiguous A of that shape, under the key it looks up."""
+    import collections
+    import torch
+    import launchers
+    shape, alternative = (4, 64, 512), {"block_m": 16, "block_n": 32, "block_k": 512}
+    monkeypatch.setattr(launchers, "_launchers", collections.OrderedDict())
+    monkeypatch.setattr(launchers, "_gpu", torch.device)   # the CPU has no current device
+    monkeypatch.setattr(tuner, "CANDIDATES", {"interpreter": {shape: [alternative]}})
+    monkeypatch.setattr(tuner, "RunnerLoop", FakeLoop)
+    monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
+    m, n, k = shape
+    a = torch.randn((m, k)).to(torch.bfloat16)
+    served = launchers.launcher_for(a, n)
+    assert served.config == config_for("interpreter", *shape)
+    launchers.tune_launchers([shape], device="cpu")
+    winner = launchers.launcher_for(a, n)
+    assert winner is not served and winner.config == GemmConfig(**alternative)
+    assert winner.quantizer == served.quantizer and launchers.cached_launcher_count() == 1
+    assert "* cand 1" in capsys.readouterr().err
+
+
+def test_a_gain_equal_to_the_noise_does_not_replace_the_table():
+    table, candidate = [1.0, 3.0] * 10, [1.0, 3.0] * 10
+    candidate = [t - tuner.noise_us(table, table) for t in candidate]
+    assert tuner.select([row(CONFIGS[0], table), row(CONFIGS[1], candidate)]) == 0
+    nudged = [t - 1e-9 for t in candidate]
+    assert tuner.select([row(CONFIGS[0], table), row(CONFIGS[1], nudged)]) == 1
+
+
+def test_of_two_close_candidates_beyond_the_noise_the_faster_wins():
+    rows = [row(CONFIGS[0], steady(9.0)), row(CONFIGS[1], steady(7.01)),
+            row(CONFIGS[2], steady(7.0)), row(CONFIGS[1], steady(7.02))]
+    assert tuner.select(rows) == 2
+    assert tuner.select(rows[:2] + [row(CONFIGS[2], steady(7.02))]) == 1
+
+
+def test_an_untimed_table_entry_keeps_the_table():
+    rows = [tuner.Timed(CONFIGS[0], None, "budget spent"), row(CONFIGS[1], steady(1.0))]
+    assert tuner.select(rows) == 0
+
+
+def test_the_noise_uses_each_sides_own_variance_and_count():
+    a, b = [1.0, 3.0] * 10, [0.0, 4.0] * 5          # variances 20/19 and 40/9
+    want = 2 * ((20 / 19) / 20 + (40 / 9) / 10) ** 0.5
+    assert tuner.noise_us(a, b) == pytest.approx(want)
+    assert tuner.noise_us(b, a) == pytest.approx(want)
+
+
+def test_the_deadline_itself_still_builds_and_times():
+    timed = []
+
+    def time_calls(launchers):
+        timed.append(list(launchers))
+        return [steady(9.0 - index) for index, _ in enumerate(launchers)]
+
+    result, winner = tuner.tune_shape(SHAPE, CANDIDATES[:2], lambda c: c.config, time_calls,
+                                      lambda: 5.0, deadline=5.0)
+    assert timed == [CONFIGS[:2]] and result.winner == 1 and winner == CONFIGS[1]
+
+
+def test_one_built_candidate_alone_is_not_timed():
+    def build(candidate):
+        if candidate.config != CONFIGS[0]:
+            raise RuntimeError("no")
+        return candidate.config
+
+    def time_calls(launchers):
+        raise AssertionError("timed")
+
+    result, winner = tuner.tune_shape(SHAPE, CANDIDATES, build, time_calls, FakeClock(0), 1.0)
+    assert result.winner == 0 and winner == CONFIGS[0]
+    assert result.rows[0].reason.startswith("proven, not timed")
+
+
+def test_the_served_candidate_is_reused_not_rebuilt(monkeypatch, capsys):
+    built = []
+
+    class Recording(WrongLauncher):
+        def __init__(self, config, *args):
+            built.append(config)
+
+    monkeypatch.setattr(tuner, "GemmLauncher", Recording)
+    monkeypatch.setattr(tuner, "RunnerLoop", FakeLoop)
+    monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
+    served = Served(config_for("gfx950", *SHAPE))
+    tuner.tune([SHAPE], lambda s: served, "cpu", "gfx950", "interpreter")
+    assert served.config not in built and len(built) == len(tuner.candidates("gfx950", SHAPE,
+                                                                             "software")) - 1
+
+
+@pytest.mark.parametrize("rung", ["standard launch", "heuristic config", "aiter", None])
+def test_shapes_served_below_the_quantizer_rungs_are_not_tuned(monkeypatch, rung):
+    served = Served(config_for("gfx950", *SHAPE))
+    served.rung = rung
+    monkeypatch.setattr(tuner, "RunnerLoop", None)   # any timing would fail
+    assert tuner.tune([SHAPE], lambda s: served, "cpu", "gfx950", "interpreter") == {}
+
+
+def test_an_arch_without_candidates_is_not_tuned(monkeypatch):
+    monkeypatch.setattr(tuner, "RunnerLoop", None)
+    served = Served(config_for("gfx950", *SHAPE))
+    assert tuner.tune([SHAPE], lambda s: served, "cpu", "gfx942", "hip") == {}
+
+
+def test_tuning_is_on_unless_the_variable_is_0_or_empty(monkeypatch):
+    for text, on in (("0", False), ("", False), ("1", True), ("yes", True)):
+        monkeypatch.setenv(tuner.TUNE_VARIABLE, text)
+        assert tuner.tuning_enabled() is on
+    monkeypatch.setenv(tuner.BUDGET_VARIABLE, "0")
+    assert tuner.budget_s() == 0.0
+
+
+def test_candidate_configs_drop_duplicates_and_stop_at_the_cap(monkeypatch):
+    table = config_for("gfx950", *SHAPE)
+    many = [dict(block_m=16, block_n=32, block_k=256 * 2 ** (i % 2), split_k=1 + i)
+            for i in range(12)]
+    fields = dataclasses.asdict(table)
+    monkeypatch.setattr(tuner, "CANDIDATES", {"gfx950": {SHAPE: [fields] * 3 + many}})
+    configs = tuner.candidate_configs("gfx950", SHAPE)
+    assert len(configs) == tuner.MAX_CANDIDATES and len(set(configs)) == len(configs)
+    assert configs[0] == table
+    assert configs[1:] == [GemmConfig(**f) for f in many[:tuner.MAX_CANDIDATES - 1]]
+
+
+def test_the_table_line_leaves_out_defaults_only():
+    config = GemmConfig(16, 32, 512, num_warps=2, split_k=1, cache_modifier=".cg")
+    line = tuner.table_line(SHAPE, config, "why")
+    entry = ast.literal_eval("{" + line.rstrip(",") + "}")[SHAPE]
+    assert entry == {"block_m": 16, "block_n": 32, "block_k": 512, "num_warps": 2,
+                     "cache_modifier": ".cg", "note": "why"}
+
+
+def test_the_report_notes_the_table_when_nothing_was_timed():
+    rows = [tuner.Timed(CANDIDATES[0], None, "budget spent")]
+    block = tuner.report([tuner.ShapeResult(SHAPE, rows, 0)], "gfx950")
+    assert "not timed: budget spent" in block and "the table's entry" in block
+    assert block.splitlines()[1].startswith("  4x2880x512 * table")
