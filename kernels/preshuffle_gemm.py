@@ -121,20 +121,32 @@ def preshuffle_gemm_kernel(
     b_ptrs = b_ptr + rows_b[:, None] * stride_bn + (k_start * 8 + cols_b)[None, :]
     bs_ptrs = b_scales_ptr + rows_bs[:, None] * stride_bsn + (k_start + cols_bs)[None, :]
 
+    # The B-scale load goes first where its conversion to the MFMA layout needs no LDS
+    # (BLOCK_N >= 128): issued after B, it starts only once B's conversion has waited for B,
+    # a second round trip. Narrower tiles convert it through LDS first, where loading it
+    # first costs a round trip instead.
+    SCALES_FIRST: tl.constexpr = BLOCK_N >= 128
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k_iter in range(SPLIT_K_SIZE // BLOCK_K):
         k0 = k_start + k_iter * BLOCK_K
         if EVEN_K:
+            if SCALES_FIRST:
+                bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
             a = tl.load(a_ptrs)
             b = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
-            bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
+            if not SCALES_FIRST:
+                bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
         else:
+            if SCALES_FIRST:
+                bs = tl.load(bs_ptrs, mask=(k0 // 32 + groups_bs)[None, :] < K // 32, other=127,
+                             cache_modifier=CACHE_MODIFIER)
             a = tl.load(a_ptrs, mask=(k0 // A_K_PER_ITEM + cols_a)[None, :] < K // A_K_PER_ITEM,
                         other=0)
             b = tl.load(b_ptrs, mask=(k0 * 8 + cols_b)[None, :] < K * 8, other=0,
                         cache_modifier=CACHE_MODIFIER)
-            bs = tl.load(bs_ptrs, mask=(k0 // 32 + groups_bs)[None, :] < K // 32, other=127,
-                         cache_modifier=CACHE_MODIFIER)
+            if not SCALES_FIRST:
+                bs = tl.load(bs_ptrs, mask=(k0 // 32 + groups_bs)[None, :] < K // 32,
+                             other=127, cache_modifier=CACHE_MODIFIER)
         if A_PREQUANTIZED:
             if EVEN_K:
                 a_scales = tl.load(as_ptrs)

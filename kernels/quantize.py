@@ -300,12 +300,15 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
         bits = x.to(tl.uint16, bitcast=True).reshape(BLOCK_M, NUM_BLOCKS, 32)
         # Twice the block amax's magnitude bits: the shift drops the sign (cheaper than a mask
         # in LLVM's packed 16-bit code on gfx950).
-        amax2 = tl.max(bits << 1, axis=2).to(tl.uint32)
-        # One uniform test for the whole tile: every block amax in the fast range.
+        amax2 = tl.max(bits << 1, axis=2, keep_dims=True).to(tl.uint32)
+        # One uniform test for the whole tile: every block amax in the fast range. Reduced
+        # over the block maxima broadcast back onto the tile's own layout: flattening the
+        # [BM, NB] maxima instead costs a layout conversion through LDS (2 barriers).
         outside = amax2 - 2 * FAST_AMAX_MIN
-        fast = tl.max(outside) <= 2 * (FAST_AMAX_MAX - FAST_AMAX_MIN)
+        fast = tl.max(tl.broadcast_to(outside, (BLOCK_M, NUM_BLOCKS, 32))) <= \
+            2 * (FAST_AMAX_MAX - FAST_AMAX_MIN)
         if fast:
-            exponent = ((amax2 + 0x40) >> 8)[:, :, None]     # (amax + 0x20) >> 7
+            exponent = (amax2 + 0x40) >> 8     # (amax + 0x20) >> 7
             if HARDWARE:
                 words = _hardware_words(bits, exponent, QUANTIZER, BLOCK_M, NUM_BLOCKS)
             else:
