@@ -14,14 +14,18 @@ tools.tune winners, and a later tools.tune winner.
 """
 
 _K512 = {'block_m': 16, 'block_n': 32, 'block_k': 512}
+_K512_WIDE = {'block_m': 32, 'block_n': 256, 'block_k': 512, 'num_warps': 8}
 
 QUANTIZER_CANDIDATES = {'hardware': ('hardware-f32',)}
 
+# gfx950: each shape's list starts with the configs that no other config of a Triton 3.6.0
+# sweep beats on every component of the critical path (global round trips, LDS waits,
+# barriers, busiest-SIMD issue; config_table's notes give the figures), then options.
 CANDIDATES = {
     'gfx950': {
         (4, 2880, 512): [
-            dict(_K512, num_xcds=8), dict(_K512, store_modifier='.wt'),
-            dict(_K512, num_warps=2), dict(_K512, num_warps=1),
+            _K512, {'block_m': 16, 'block_n': 128, 'block_k': 512},
+            dict(_K512_WIDE, num_xcds=8), dict(_K512_WIDE, store_modifier='.wt'),
             dict(_K512, split_k=2, block_k=256, split_k_reduce='last_program'),
             {'block_m': 16, 'block_n': 64, 'block_k': 512},
         ],
@@ -34,32 +38,29 @@ CANDIDATES = {
             {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg', 'store_modifier': '.wt'},
         ],
         (32, 4096, 512): [
-            dict(_K512, num_xcds=8), dict(_K512, store_modifier='.wt'), dict(_K512, num_warps=2),
-            {'block_m': 32, 'block_n': 64, 'block_k': 512},
-            {'block_m': 16, 'block_n': 64, 'block_k': 512},
-            {'block_m': 32, 'block_n': 32, 'block_k': 512},
+            _K512, {'block_m': 16, 'block_n': 128, 'block_k': 512},
+            dict(_K512_WIDE, num_xcds=8), dict(_K512_WIDE, store_modifier='.wt'),
+            dict(_K512, num_xcds=8), {'block_m': 32, 'block_n': 64, 'block_k': 512},
         ],
         (32, 2880, 512): [
-            dict(_K512, num_xcds=8), dict(_K512, store_modifier='.wt'), dict(_K512, num_warps=2),
-            {'block_m': 32, 'block_n': 64, 'block_k': 512},
-            {'block_m': 16, 'block_n': 64, 'block_k': 512},
-            {'block_m': 32, 'block_n': 32, 'block_k': 512},
+            _K512, {'block_m': 16, 'block_n': 128, 'block_k': 512},
+            dict(_K512_WIDE, num_xcds=8), dict(_K512_WIDE, store_modifier='.wt'),
+            dict(_K512, num_xcds=8), {'block_m': 32, 'block_n': 64, 'block_k': 512},
         ],
         (64, 7168, 2048): [
-            {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg', 'num_xcds': 8},
+            {'block_m': 32, 'block_n': 256, 'block_k': 1024, 'num_warps': 8, 'cache_modifier': '.cg'},
             {'block_m': 16, 'block_n': 128, 'block_k': 512, 'cache_modifier': '.cg'},
+            {'block_m': 16, 'block_n': 128, 'block_k': 1024, 'cache_modifier': '.cg', 'num_xcds': 8},
             {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 2, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},
-            {'block_m': 32, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
             {'block_m': 64, 'block_n': 128, 'block_k': 256, 'split_k': 2, 'split_k_reduce': 'last_program', 'num_stages': 2, 'cache_modifier': '.cg'},
-            {'block_m': 16, 'block_n': 64, 'block_k': 512, 'cache_modifier': '.cg'},
+            {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
         ],
         (256, 3072, 1536): [
-            {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg', 'num_xcds': 8},
-            {'block_m': 32, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
-            {'block_m': 64, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
-            {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
+            {'block_m': 32, 'block_n': 256, 'block_k': 512, 'num_warps': 8, 'cache_modifier': '.cg'},
+            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'cache_modifier': '.cg', 'num_xcds': 8},
+            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'cache_modifier': '.cg', 'store_modifier': '.wt'},
+            {'block_m': 16, 'block_n': 256, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg'},
             {'block_m': 32, 'block_n': 64, 'block_k': 512, 'cache_modifier': '.cg'},
-            {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'cache_modifier': '.cg', 'store_modifier': '.wt'},
         ],
     },
     'sm_90': {
