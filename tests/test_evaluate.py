@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -223,10 +224,10 @@ def test_hidden_project_modules_stay_hidden_from_an_editable_install(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.parametrize("mode", ["benchmark", "leaderboard", "profile"])
+@pytest.mark.parametrize("mode", ["benchmark", "leaderboard", "profile", "ranked"])
 def test_timing_modes_need_a_gpu(mode, monkeypatch, capsys):
     monkeypatch.setattr(evaluate, "gpu_available", lambda: False)
-    assert evaluate.main([mode, "--shapes", SMALL]) == 2
+    assert evaluate.main([mode] + (["--shapes", SMALL] if mode != "ranked" else [])) == 2
     assert f"{mode} mode needs a GPU" in capsys.readouterr().err
 
 
@@ -295,3 +296,84 @@ def test_timing_refused_under_the_interpreter(monkeypatch, capsys):
     assert evaluate.main(["benchmark", "--shapes", SMALL]) == 2
     assert "TRITON_INTERPRET is set" in capsys.readouterr().err
 
+
+
+# ----------------------------------------------------------------------------- ranked
+
+def _ranked_fakes(monkeypatch, failing_mode=None):
+    """A GPU, the script run and the children faked; returns the list of steps they saw."""
+    seen = []
+
+    def fake_script(submission, env):
+        seen.append("script")
+        return 2.5, "exit code 0"
+
+    def fake_child(mode, specs, submission, clear_bytes, max_wall_s, max_calls, env):
+        seen.append((mode, [(s["m"], s["n"], s["k"]) for s in specs]))
+        yield {"type": "ready", "submission_file": "s.py", "import_s": 7.0, "device": "gpu",
+               "l2_bytes": 0, "isolated": True}
+        for index in range(len(specs)):
+            ok = mode != failing_mode
+            yield {"type": "result", "index": index, "ok": ok, "message": "" if ok else "bad",
+                   "stats": evaluate.calculate_stats([1.0, 1.0, 1.0])}
+
+    monkeypatch.setattr(evaluate, "gpu_available", lambda: True)
+    monkeypatch.setattr(evaluate, "run_as_script", fake_script)
+    monkeypatch.setattr(evaluate, "run_child", fake_child)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    return seen
+
+
+def test_ranked_runs_the_three_modes_each_after_a_script_run(monkeypatch, capsys, tmp_path):
+    seen = _ranked_fakes(monkeypatch)
+    report = tmp_path / "ranked.json"
+    assert evaluate.main(["ranked", "--json", str(report)]) == 0
+    assert seen == ["script", ("test", list(TEST_SHAPES)), "script",
+                    ("benchmark", list(BENCHMARK_SHAPES)), "script",
+                    ("leaderboard", list(BENCHMARK_SHAPES))]
+    out = capsys.readouterr().out
+    assert "test: python submission.py" in out and "leaderboard: eval" in out
+    data = json.loads(report.read_text())
+    assert [step["import_s"] for step in data["steps"]] == [None, 7.0] * 3
+    assert [step["limit_s"] for step in data["steps"][1::2]] == [420, 420, 600]
+    assert data["exit_code"] == 0 and set(data["modes"]) == {"test", "benchmark", "leaderboard"}
+
+
+def test_ranked_stops_at_the_first_failing_mode(monkeypatch, capsys):
+    seen = _ranked_fakes(monkeypatch, failing_mode="test")
+    assert evaluate.main(["ranked"]) == 1
+    assert seen == ["script", ("test", list(TEST_SHAPES))]
+
+
+def test_ranked_fails_a_mode_over_the_runners_limit(monkeypatch, capsys):
+    seen = _ranked_fakes(monkeypatch)
+    monkeypatch.setitem(evaluate.RUNNER_LIMITS_S, "benchmark", 0)
+    assert evaluate.main(["ranked"]) == 1
+    assert seen[-1][0] == "benchmark"
+    assert "FAIL: benchmark took" in capsys.readouterr().out
+
+
+def test_ranked_takes_no_shapes(capsys):
+    assert evaluate.main(["ranked", "--shapes", SMALL]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tools.evaluate: ranked runs the task's shapes") and err.count("\n") == 1
+
+
+def test_the_script_run_runs_the_file_as_main_beside_task_py(tmp_path, capfd):
+    script = tmp_path / "mine.py"
+    script.write_text("import task\nprint('ran as', __name__, task.__name__)\n")
+    seconds, ending = evaluate.run_as_script(script, dict(os.environ))
+    assert ending == "exit code 0" and seconds > 0
+    assert "ran as __main__ task" in capfd.readouterr().out
+
+
+def test_the_projects_own_file_runs_as_a_script_with_its_packages():
+    env = dict(os.environ, TRITON_INTERPRET="1")     # on a GPU too: no pre-warm here
+    assert evaluate.run_as_script(evaluate.ROOT / "submission.py", env)[1] == "exit code 0"
+
+
+def test_the_script_run_is_killed_at_the_runners_timeout(tmp_path, monkeypatch):
+    script = tmp_path / "slow.py"
+    script.write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setattr(evaluate, "SCRIPT_RUN_TIMEOUT_S", 1)
+    assert evaluate.run_as_script(script, {})[1] == "killed at 1 s, as the runner does"

@@ -4,8 +4,8 @@
                                   | --shapes-file FILE] [--json FILE] [--plot FILE.png]
                                   [--clear-bytes N] [--max-wall S] [--max-calls N]
 
-MODE is one of test, benchmark, leaderboard, profile. Default shapes: the test shapes for
-`test`, the benchmark shapes otherwise; each shape gets the runner's seed for it (task.yml's),
+MODE is one of test, benchmark, leaderboard, profile, ranked. Default shapes: the test shapes
+for `test`, the benchmark shapes otherwise; each shape gets the runner's seed for it (task.yml's),
 or for a shape the task does not list 4242 + its index in the list, unless written as
 M,N,K,seed (tools.cli). --shapes-file reads the runner's test-file format, one case
 a line: `m: 8; n: 2112; k: 7168; seed: 124` (blank lines and lines starting with # skipped).
@@ -26,6 +26,11 @@ How the submission runs (this tool's reading of eval.py):
 - leaderboard: the same warm-up, then per shape one checked call and up to 100 timed calls;
   before each timed call the seed grows by 13 and inputs are generated afresh (new tensors),
   and every output is checked after its timing. A failure stops the run with its message.
+- ranked: what a ranked submission runs, each step in a fresh process: per mode of test,
+  benchmark, leaderboard (on the task's shapes for it), first the file run as a script
+  (`python submission.py`, killed after 120 s, its outcome ignored: kernelbot's step before
+  each mode), then the mode; the first mode that fails or passes the runner's limit (420, 420,
+  600 s) ends it. A table gives each step's wall time and import time.
 - profile: per shape one call under torch.profiler (CPU and GPU activities); prints the
   key_averages table sorted by self GPU time, then checks the output.
 - Each timed call: torch.cuda.synchronize(); cache clear (torch.randn of --clear-bytes of fp32
@@ -67,8 +72,13 @@ from pathlib import Path
 from tools.cli import LEADERBOARD_SEED_STEP, UsageError, assign_seeds, parse_shapes, usage_error
 
 ROOT = Path(__file__).resolve().parents[1]
-MODES = ("test", "benchmark", "leaderboard", "profile")
+MODES = ("test", "benchmark", "leaderboard", "profile", "ranked")
 TIMING_MODES = ("benchmark", "leaderboard")
+RANKED_MODES = ("test", "benchmark", "leaderboard")   # a ranked submission's eval.py runs, in order
+# The runner's wall-time limit per eval.py run (task.yml's test_timeout, benchmark_timeout and
+# ranked_timeout), and per run of the file as a script before each (kernelbot's), in s.
+RUNNER_LIMITS_S = {"test": 420, "benchmark": 420, "leaderboard": 600}
+SCRIPT_RUN_TIMEOUT_S = 120
 
 # aiter's times on the MI355X for the ranked shapes (docs/task.md), in µs.
 AITER_BASELINES_US = {
@@ -504,7 +514,10 @@ def _build_parser():
     parser.add_argument("mode", choices=MODES,
                         help="test: one checked call per shape; benchmark: timed calls on one "
                              "input per shape; leaderboard: fresh inputs and a check for every "
-                             "timed call; profile: one call per shape under torch.profiler")
+                             "timed call; profile: one call per shape under torch.profiler; "
+                             "ranked: test, benchmark and leaderboard as a ranked submission "
+                             "runs them, each in a fresh process after a run of the file as a "
+                             "script, with each step's wall and import time")
     parser.add_argument("--submission", default=str(ROOT / "submission.py"),
                         help="the file to run as submission.py (default: the project's)")
     group = parser.add_mutually_exclusive_group()
@@ -534,40 +547,12 @@ def resolve_specs(args):
     return parse_shapes(args.shapes or (["tests"] if args.mode == "test" else ["benchmarks"]))
 
 
-def main(argv=None):
-    args = _build_parser().parse_args(argv)
-    try:
-        specs = resolve_specs(args)
-        if args.plot and args.mode not in TIMING_MODES:
-            raise UsageError("--plot needs a timing mode (benchmark or leaderboard)")
-        if args.plot:
-            require_matplotlib()
-        if not Path(args.submission).is_file():
-            raise UsageError(f"--submission: no such file {args.submission}")
-        check_standalone(args.submission)
-        if args.clear_bytes < 4:
-            raise UsageError("--clear-bytes must be at least 4")
-    except UsageError as error:
-        return usage_error("tools.evaluate", error)
-
-    env = dict(os.environ)
-    if not gpu_available():
-        if args.mode != "test":
-            print(f"tools.evaluate: {args.mode} mode needs a GPU (CUDA or ROCm); none is "
-                  f"available here. Only `test` runs without one (through the Triton "
-                  f"interpreter).", file=sys.stderr)
-            return 2
-        env["TRITON_INTERPRET"] = "1"
-        print("no GPU: running the submission through the Triton interpreter, which is slow "
-              "(seconds to minutes per shape)", flush=True)
-    elif args.mode != "test" and env.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        print("tools.evaluate: TRITON_INTERPRET is set; unset it to time compiled kernels",
-              file=sys.stderr)
-        return 2
-
-    print(f"{args.mode}: {len(specs)} shape(s), submission {args.submission}", flush=True)
+def run_mode(args, mode, specs, env) -> dict:
+    """One mode in a fresh process, reported as it goes: {"code", "rows", "summary", "info",
+    "tables"}."""
+    print(f"{mode}: {len(specs)} shape(s), submission {args.submission}", flush=True)
     rows, tables, failures, info, fatal = [], [], 0, {}, False
-    for message in run_child(args.mode, specs, args.submission, args.clear_bytes,
+    for message in run_child(mode, specs, args.submission, args.clear_bytes,
                              args.max_wall, args.max_calls, env):
         kind = message["type"]
         if kind == "ready":
@@ -576,7 +561,7 @@ def main(argv=None):
                    else "with the project root on sys.path")
             print(f"imported {message['submission_file']} {how} in {message['import_s']:.1f} s; "
                   f"device: {message['device']}", flush=True)
-            if args.mode in TIMING_MODES:
+            if mode in TIMING_MODES:
                 l2 = message["l2_bytes"]
                 print(f"cache clear before each timed call: torch.randn of {args.clear_bytes // 4} "
                       f"fp32 ({args.clear_bytes / 2**30:.2f} GiB); device L2 "
@@ -626,7 +611,7 @@ def main(argv=None):
         failures += 1
         print(f"FAIL: only {len(rows)} of {len(specs)} shapes reported", flush=True)
     summary = summarize(rows)
-    if args.mode in TIMING_MODES and rows:
+    if mode in TIMING_MODES and rows:
         print("\n" + format_table(rows, summary), flush=True)
     passed = sum(row["ok"] for row in rows)
     failed_rows = len(rows) - passed
@@ -636,12 +621,112 @@ def main(argv=None):
         counts += "; FAIL: the submission process failed (above)"
     print(f"\n{counts}", flush=True)
     code = 1 if failures else 0
+    return {"code": code, "rows": rows, "summary": summary, "info": info, "tables": tables}
 
+
+def run_as_script(submission, env):
+    """The runner's step before each mode: `python submission.py` in a folder holding the file
+    (as submission.py) and task.py, killed after SCRIPT_RUN_TIMEOUT_S; (seconds, how it ended).
+    Its output passes through; its outcome, as on the runner, fails nothing."""
+    submission = Path(submission).resolve()
+    if submission.parent == ROOT:        # the project's own file needs the project's packages
+        env = dict(env, PYTHONPATH=os.pathsep.join(
+            [str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])))
+    with tempfile.TemporaryDirectory(prefix="evaluate-") as workdir:
+        workdir = Path(workdir)
+        _prepare_workdir(workdir, submission)
+        start = time.perf_counter()
+        try:
+            code = subprocess.run([sys.executable, "submission.py"], cwd=workdir, env=env,
+                                  timeout=SCRIPT_RUN_TIMEOUT_S).returncode
+            ending = f"exit code {code}"
+        except subprocess.TimeoutExpired:
+            ending = f"killed at {SCRIPT_RUN_TIMEOUT_S} s, as the runner does"
+        return time.perf_counter() - start, ending
+
+
+def run_ranked(args, env) -> tuple:
+    """A ranked submission as the runner runs it: per mode of RANKED_MODES, the file run as a
+    script, then the mode in a fresh process on the task's shapes for it; the first mode that
+    fails (or passes its limit) ends the run. (exit code, [steps], {mode: run_mode's report})."""
+    steps, reports, code = [], {}, 0
+    for mode in RANKED_MODES:
+        print(f"\n== {mode}: `python submission.py` first, as the runner does", flush=True)
+        seconds, ending = run_as_script(args.submission, env)
+        print(f"`python submission.py`: {seconds:.1f} s, {ending}", flush=True)
+        steps.append({"step": f"{mode}: python submission.py", "wall_s": seconds,
+                      "import_s": None, "limit_s": SCRIPT_RUN_TIMEOUT_S, "ending": ending})
+        start = time.perf_counter()
+        report = run_mode(args, mode, parse_shapes(["tests" if mode == "test" else "benchmarks"]),
+                          env)
+        seconds, limit = time.perf_counter() - start, RUNNER_LIMITS_S[mode]
+        reports[mode] = report
+        steps.append({"step": f"{mode}: eval", "wall_s": seconds,
+                      "import_s": report["info"].get("import_s"), "limit_s": limit,
+                      "ending": f"exit code {report['code']}"})
+        if seconds > limit:
+            print(f"FAIL: {mode} took {seconds:.0f} s, over the runner's {limit} s", flush=True)
+        if report["code"] or seconds > limit:
+            code = 1
+            break
+    print(f"\n{'step':<30} {'wall s':>8} {'import s':>9} {'limit s':>8}", flush=True)
+    for step in steps:
+        import_s = "-" if step["import_s"] is None else f"{step['import_s']:.1f}"
+        print(f"{step['step']:<30} {step['wall_s']:>8.1f} {import_s:>9} {step['limit_s']:>8}")
+    print(f"{'total':<30} {sum(step['wall_s'] for step in steps):>8.1f}", flush=True)
+    return code, steps, reports
+
+
+def main(argv=None):
+    args = _build_parser().parse_args(argv)
+    try:
+        if args.mode == "ranked" and (args.shapes or args.shapes_file):
+            raise UsageError("ranked runs the task's shapes (the tests, then the benchmarks); "
+                             "drop --shapes and --shapes-file")
+        specs = None if args.mode == "ranked" else resolve_specs(args)
+        if args.plot and args.mode not in TIMING_MODES:
+            raise UsageError("--plot needs a timing mode (benchmark or leaderboard)")
+        if args.plot:
+            require_matplotlib()
+        if not Path(args.submission).is_file():
+            raise UsageError(f"--submission: no such file {args.submission}")
+        check_standalone(args.submission)
+        if args.clear_bytes < 4:
+            raise UsageError("--clear-bytes must be at least 4")
+    except UsageError as error:
+        return usage_error("tools.evaluate", error)
+
+    env = dict(os.environ)
+    if not gpu_available():
+        if args.mode != "test":
+            print(f"tools.evaluate: {args.mode} mode needs a GPU (CUDA or ROCm); none is "
+                  f"available here. Only `test` runs without one (through the Triton "
+                  f"interpreter).", file=sys.stderr)
+            return 2
+        env["TRITON_INTERPRET"] = "1"
+        print("no GPU: running the submission through the Triton interpreter, which is slow "
+              "(seconds to minutes per shape)", flush=True)
+    elif args.mode != "test" and env.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        print("tools.evaluate: TRITON_INTERPRET is set; unset it to time compiled kernels",
+              file=sys.stderr)
+        return 2
+
+    submission = str(Path(args.submission).resolve())
+    if args.mode == "ranked":
+        code, steps, reports = run_ranked(args, env)
+        result = {"mode": "ranked", "submission": submission, "steps": steps,
+                  "modes": {mode: {"rows": report["rows"], "geomean": report["summary"],
+                                   "exit_code": report["code"]}
+                            for mode, report in reports.items()},
+                  "exit_code": code}
+    else:
+        report = run_mode(args, args.mode, specs, env)
+        code, rows, summary, info = (report[key] for key in ("code", "rows", "summary", "info"))
+        result = {"mode": args.mode, "submission": submission, "device": info.get("device"),
+                  "clear_bytes": args.clear_bytes, "rows": rows, "geomean": summary,
+                  "profiles": report["tables"], "exit_code": code}
     if args.json:
-        report = {"mode": args.mode, "submission": str(Path(args.submission).resolve()),
-                  "device": info.get("device"), "clear_bytes": args.clear_bytes,
-                  "rows": rows, "geomean": summary, "profiles": tables, "exit_code": code}
-        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
         print(f"wrote {args.json}", flush=True)
     if args.plot:
         if summary["shapes"]:
