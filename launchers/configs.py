@@ -42,7 +42,7 @@ class GemmConfig:
 
     def __post_init__(self):
         problems = []
-        if self.block_n % 32 or 256 % self.block_n:
+        if self.block_n <= 0 or self.block_n % 32 or 256 % self.block_n:
             problems.append(f"block_n={self.block_n} must be a multiple of 32 dividing 256")
         if self.block_k < 256 or self.block_k & (self.block_k - 1):
             problems.append(f"block_k={self.block_k} must be a power of two >= 256")
