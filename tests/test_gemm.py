@@ -310,3 +310,181 @@ def test_column_major_a_over_several_k_tiles(device):
     launcher, out = run_config(GemmConfig(16, 64, 256), (a,) + data[1:])
     assert launcher.splits == 1
     assert_correct(data, out)
+
+
+# ---------------------------------------------------------------------------------------
+# launchers.gemm's decisions, with recording fakes (no kernel runs). Decisions listed:
+# - per-tile counters only for split_k > 1 with "last_program", else one word;
+# - the release plan: every wave releases on HIP unless told, threads = warp size (64 on HIP,
+#   32 elsewhere) * num_warps; release slots only for every-wave release of more than one
+#   launched split with "last_program", one per thread of every program;
+# - the specs: the quantizer checked and passed on, the quantizer's fast path off on CUDA only,
+#   A as given strides (or its codes and scales when prequantized), a reduce launch only for
+#   more than one launched split with split_k_reduce "kernel", each with its own options;
+# - a call: direct only when asked and A, B and B's scales are all 16-byte aligned, the reduce
+#   taking the GEMM's choice; fresh outputs every call.
+# ---------------------------------------------------------------------------------------
+
+from launchers import gemm as gemm_module  # noqa: E402
+
+
+@pytest.mark.parametrize("split_k, reduce, words", [
+    (1, "last_program", 1), (2, "kernel", 1), (2, "last_program", 3 * 2)])
+def test_tile_counters(split_k, reduce, words):
+    config = GemmConfig(16, 64, 256, split_k=split_k, split_k_reduce=reduce)
+    counters = gemm_module.tile_counters(config, 40, 128, "cpu")
+    assert counters.dtype == torch.int32 and counters.numel() == words
+    assert not counters.any()
+
+
+@pytest.mark.parametrize("backend, every_wave, want", [
+    ("hip", None, (True, 64 * 2)), ("cuda", None, (False, 32 * 2)),
+    ("interpreter", None, (False, 32 * 2)), ("hip", False, (False, 64 * 2)),
+    ("cuda", True, (True, 32 * 2))])
+def test_release_plan(backend, every_wave, want):
+    assert gemm_module.release_plan(GemmConfig(16, 64, 256, num_warps=2), backend,
+                                    every_wave) == want
+
+
+@pytest.mark.parametrize("split_k, reduce, k, every_wave, words", [
+    (2, "last_program", 512, True, 2 * 2 * 128),     # 2 tiles x 2 splits x 128 threads
+    (2, "last_program", 512, False, 1),
+    (2, "kernel", 512, True, 1),
+    (2, "last_program", 256, True, 1),               # one split launched
+    (1, "last_program", 512, True, 1)])
+def test_release_slots(split_k, reduce, k, every_wave, words):
+    config = GemmConfig(16, 64, 256, split_k=split_k, split_k_reduce=reduce)
+    slots = gemm_module.release_slots(config, 16, 128, k, 128, every_wave, "cpu")
+    assert slots.numel() == words and not slots.any()
+
+
+@pytest.fixture
+def recorded_arguments(monkeypatch):
+    """The keyword arguments launch_specs gives gemm_arguments."""
+    calls = []
+    real = gemm_module.gemm_arguments
+
+    def recording(*args, **kwargs):
+        calls.append((args, kwargs))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(gemm_module, "gemm_arguments", recording)
+    return calls
+
+
+@pytest.mark.parametrize("backend, fast_path", [("hip", True), ("cuda", False),
+                                                ("interpreter", True)])
+def test_the_quantizers_fast_path_is_off_on_cuda_only(recorded_arguments, backend, fast_path):
+    gemm_module.launch_specs(GemmConfig(16, 64, 256), backend, 16, 64, 512, (512, 1), "meta",
+                             "hardware")
+    (_, kwargs), = recorded_arguments
+    assert kwargs["quant_fast_path"] is fast_path and kwargs["quantizer"] == "hardware"
+
+
+def test_an_unknown_quantizer_is_refused():
+    with pytest.raises(ValueError, match="quantizer"):
+        gemm_module.launch_specs(GemmConfig(16, 64, 256), "hip", 16, 64, 512, (512, 1), "meta",
+                                 "hardwar")
+
+
+@pytest.mark.parametrize("split_k, reduce, k, kernels, in_gemm", [
+    (1, "kernel", 512, ["gemm"], False), (2, "kernel", 512, ["gemm", "reduce"], False),
+    (2, "last_program", 512, ["gemm"], True), (2, "kernel", 256, ["gemm"], False)])
+def test_which_kernels_a_config_launches(recorded_arguments, split_k, reduce, k, kernels,
+                                         in_gemm):
+    config = GemmConfig(16, 64, 256, split_k=split_k, split_k_reduce=reduce, num_warps=2)
+    specs = gemm_module.launch_specs(config, "hip", 16, 64, k, (k, 1), "meta")
+    assert [spec.name for spec in specs] == kernels
+    (_, kwargs), = recorded_arguments
+    assert kwargs["reduce_in_gemm"] is in_gemm
+    assert specs[0].options["num_warps"] == 2 and specs[0].grid[0] == kwargs["splits"]
+    if len(specs) > 1:
+        assert specs[1].options == dict(num_warps=4, num_stages=1, waves_per_eu=0,
+                                        matrix_instr_nonkdim=0)
+        assert specs[1].grid == (1, 1, 1)
+
+
+def test_a_takes_the_given_strides_or_comes_prequantized(recorded_arguments):
+    gemm_module.launch_specs(GemmConfig(16, 64, 256), "hip", 16, 64, 512, (1, 16), "meta")
+    gemm_module.launch_specs(GemmConfig(16, 64, 256), "hip", 16, 64, 512, (512, 1), "meta",
+                             a_prequantized=True)
+    (plain, plain_kwargs), (pre, pre_kwargs) = recorded_arguments
+    assert plain[0].stride() == (1, 16) and plain[0].dtype == torch.bfloat16
+    assert plain_kwargs["a_scales"] is None
+    assert pre[0].shape == (16, 256) and pre[0].dtype == torch.uint8
+    assert pre_kwargs["a_scales"].shape == (16, 16)
+
+
+class RecordingLaunch:
+    """Stands in for KernelLaunch: records which of its launches each call took."""
+    log = []
+
+    def __init__(self, kernel, grid, options, sample_args, allow_direct=True):
+        self.name = getattr(getattr(kernel, "fn", kernel), "__name__", "kernel")
+        self.is_direct = allow_direct
+
+    def __call__(self, *args):
+        self.log.append((self.name, "direct"))
+
+    def standard(self, *args):
+        self.log.append((self.name, "standard"))
+
+
+@pytest.fixture
+def recording_launcher(monkeypatch):
+    RecordingLaunch.log = []
+    monkeypatch.setattr(gemm_module, "KernelLaunch", RecordingLaunch)
+
+    def make(config=GemmConfig(16, 64, 256, split_k=2), m=16, n=64, k=512):
+        return GemmLauncher(config, "hip", m, n, k, (k, 1), "cpu")
+    return make
+
+
+def shifted(tensor, offset_bytes):
+    """tensor's values in storage offset_bytes past an aligned start."""
+    flat = torch.empty(tensor.numel() * tensor.element_size() + 64, dtype=torch.uint8)
+    start = (-flat.data_ptr()) % 16 + offset_bytes
+    out = flat[start:start + tensor.numel() * tensor.element_size()].view(tensor.dtype)
+    return out.view(tensor.shape)
+
+
+@pytest.mark.parametrize("which", [None, 0, 1, 2])
+def test_a_call_launches_directly_only_when_every_tensor_is_aligned(recording_launcher, which):
+    launcher = recording_launcher()
+    tensors = [torch.zeros(16, 512, dtype=torch.bfloat16), torch.zeros(64, 256, dtype=torch.uint8),
+               torch.zeros(256, 16, dtype=torch.uint8)]
+    tensors = [shifted(t, 8 if index == which else 0) for index, t in enumerate(tensors)]
+    launcher(*tensors)
+    how = "direct" if which is None else "standard"
+    assert [entry[1] for entry in RecordingLaunch.log] == [how, how]
+    assert len({entry[0] for entry in RecordingLaunch.log}) == 2
+
+
+def test_direct_false_takes_the_standard_launch(recording_launcher):
+    launcher = recording_launcher()
+    tensors = [shifted(t, 0) for t in (torch.zeros(16, 512, dtype=torch.bfloat16),
+                                       torch.zeros(64, 256, dtype=torch.uint8),
+                                       torch.zeros(256, 16, dtype=torch.uint8))]
+    launcher(*tensors, direct=False)
+    assert [entry[1] for entry in RecordingLaunch.log] == ["standard", "standard"]
+
+
+@pytest.mark.parametrize("config, launches, in_kernel", [
+    (GemmConfig(16, 64, 256), 1, False), (GemmConfig(16, 64, 256, split_k=2), 2, False),
+    (GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program"), 1, True)])
+def test_launches_per_call_and_the_in_kernel_reduce(recording_launcher, config, launches,
+                                                    in_kernel):
+    launcher = recording_launcher(config)
+    assert launcher.launches_per_call == launches and launcher.reduces_in_kernel is in_kernel
+    assert launcher.is_direct
+
+
+def test_every_call_gets_fresh_outputs(recording_launcher):
+    launcher = recording_launcher()
+    a = torch.zeros(16, 512, dtype=torch.bfloat16)
+    b, s = torch.zeros(64, 256, dtype=torch.uint8), torch.zeros(256, 16, dtype=torch.uint8)
+    first, partials, out = launcher.gemm_arguments(a, b, s)
+    second = launcher.gemm_arguments(a, b, s)
+    assert out.shape == (16, 64) and partials.shape == (2, 16, 64)
+    assert out.data_ptr() != second[2].data_ptr() and partials.data_ptr() != second[1].data_ptr()
+    assert first[6] is launcher.counters and first[7] is launcher.release_slots
+    assert first[1] is a and launcher.gemm_arguments(a, b, s, a_scales=s)[0][1] is s
