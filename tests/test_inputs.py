@@ -106,3 +106,121 @@ def test_strided_a_gives_the_right_answer(data, device):
     sliced = replaced(data, 0, a)
     ok, message = reference.check_implementation(sliced, custom_kernel(sliced))
     assert ok, message
+
+
+# ---------------------------------------------------------------------------------------
+# launchers.inputs' decisions, at each boundary, on the shapes alone (no kernel runs):
+# - the tuple: exactly DATA_FIELDS long, a tuple or a list; A, B_shuffle and B_scale_sh taken
+#   from positions 0, 3 and 4;
+# - each tensor: a torch.Tensor, 2-D, of its dtypes (fp4x2 or uint8; e8m0 or uint8);
+# - K a multiple of 64, N of 16; B_shuffle (N, K/2) and contiguous; B_scale_sh
+#   (pad(N, 256), pad(K/32, 8)) and contiguous; A may be strided;
+# - one device for all three (each one elsewhere is refused); a CPU tensor only with
+#   interpreted kernels.
+# ---------------------------------------------------------------------------------------
+
+from kernels import formats  # noqa: E402
+from launchers import inputs  # noqa: E402
+
+
+def tensors(m=4, n=64, k=256, device="meta"):
+    return (torch.empty((m, k), dtype=torch.bfloat16, device=device),
+            torch.empty((n, k // 2), dtype=torch.uint8, device=device),
+            torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8, device=device))
+
+
+@pytest.mark.parametrize("k, ok", [(64, True), (128, True), (32, False), (96, False)])
+def test_k_boundary(k, ok):
+    if ok:
+        assert inputs.gemm_problem(*tensors(k=k)) == (4, 64, k)
+    else:
+        with pytest.raises(ValueError, match="multiple of 64"):
+            inputs.gemm_problem(*tensors(k=k))
+
+
+@pytest.mark.parametrize("n, ok", [(16, True), (48, True), (8, False), (40, False)])
+def test_n_boundary(n, ok):
+    if ok:
+        assert inputs.gemm_problem(*tensors(n=n)) == (4, n, 256)
+    else:
+        with pytest.raises(ValueError, match="multiple of 16"):
+            inputs.gemm_problem(*tensors(n=n))
+
+
+@pytest.mark.parametrize("index, shape, message", [
+    (1, (64, 64), r"B_shuffle: expected shape \(64, 128\)"),
+    (1, (64, 130), r"B_shuffle: expected shape \(64, 128\)"),
+    (2, (256, 16), r"B_scale_sh: expected shape \(256, 8\)"),
+    (2, (255, 8), r"B_scale_sh: expected shape \(256, 8\)"),
+    (2, (64, 8), r"B_scale_sh: expected shape \(256, 8\)")])
+def test_shapes_that_do_not_fit(index, shape, message):
+    given = list(tensors())
+    given[index] = torch.empty(shape, dtype=torch.uint8, device="meta")
+    with pytest.raises(ValueError, match=message):
+        inputs.gemm_problem(*given)
+
+
+@pytest.mark.parametrize("index, name", [(1, "B_shuffle"), (2, "B_scale_sh")])
+def test_a_transposed_weight_tensor_is_refused(index, name):
+    given = list(tensors())
+    given[index] = given[index].t().contiguous().t()
+    with pytest.raises(ValueError, match=f"{name}: expected a contiguous tensor"):
+        inputs.gemm_problem(*given)
+
+
+def test_a_may_be_strided():
+    a, b, s = tensors()
+    assert inputs.gemm_problem(a.t().contiguous().t(), b, s) == (4, 64, 256)
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_each_tensor_on_another_device_is_refused(index):
+    given = list(tensors(device="cpu"))
+    given[index] = torch.empty(given[index].shape, dtype=given[index].dtype, device="meta")
+    with pytest.raises(ValueError, match="expected one device"):
+        inputs.gemm_problem(*given)
+
+
+@pytest.mark.parametrize("index, dtype, name", [
+    (0, torch.float16, "A"), (1, torch.int8, "B_shuffle"), (2, torch.int8, "B_scale_sh"),
+    (1, torch.bfloat16, "B_shuffle")])
+def test_dtypes(index, dtype, name):
+    given = list(tensors())
+    given[index] = given[index].to(dtype)
+    with pytest.raises(TypeError, match=f"{name}: expected a 2-D tensor of dtype"):
+        inputs.gemm_problem(*given)
+
+
+def test_the_fp4_and_e8m0_dtypes_are_accepted_where_torch_has_them():
+    fp4, e8m0 = getattr(torch, "float4_e2m1fn_x2", None), getattr(torch, "float8_e8m0fnu", None)
+    if fp4 is None or e8m0 is None:
+        pytest.skip("this torch has no fp4x2 or e8m0 dtype")
+    a, b, s = tensors()
+    assert inputs.gemm_problem(a, b.view(fp4), s.view(e8m0)) == (4, 64, 256)
+
+
+@pytest.mark.parametrize("index", [1, 2])
+def test_weight_tensors_must_be_2d(index):
+    given = list(tensors())
+    given[index] = given[index][None]
+    with pytest.raises(TypeError, match="expected a 2-D"):
+        inputs.gemm_problem(*given)
+
+
+def test_the_tuple_positions_and_kinds():
+    a, b, s = tensors()
+    data = [a, "B", "B_q", b, s]
+    assert inputs.problem_of(data) == (a, b, s, 4, 64, 256)
+    assert inputs.problem_of(tuple(data))[3:] == (4, 64, 256)
+    for bad in (data[:4], data + [s], "abcde", None):
+        with pytest.raises(TypeError, match=r"data: expected a tuple \(A, B, B_q, B_shuffle"):
+            inputs.problem_of(bad)
+
+
+def test_a_cpu_tensor_needs_interpreted_kernels(monkeypatch):
+    monkeypatch.setattr(inputs, "KERNELS_NEED_A_GPU", True)
+    with pytest.raises(RuntimeError, match="A: a CPU tensor.*TRITON_INTERPRET=1"):
+        inputs.gemm_problem(*tensors(device="cpu"))
+    assert inputs.gemm_problem(*tensors(device="meta")) == (4, 64, 256)
+    monkeypatch.setattr(inputs, "KERNELS_NEED_A_GPU", False)
+    assert inputs.gemm_problem(*tensors(device="cpu")) == (4, 64, 256)
