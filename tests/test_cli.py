@@ -100,3 +100,28 @@ def test_usage_errors_are_prefixed_with_the_tool(name, argv, capsys, monkeypatch
     assert tool.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"tools.{name}: ") and err.count("\n") == 1, err
+
+
+def test_the_plot_options_name_an_extra_that_installs_matplotlib():
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(dep.startswith("matplotlib") for dep in extras["plot"])
+    assert 'pip install -e ".[plot]"' in (ROOT / "README.md").read_text()
+    for tool in ("bench", "evaluate"):
+        assert "pip install -e '.[plot]'" in (ROOT / "tools" / f"{tool}.py").read_text(), tool
+
+
+def test_the_side_install_message_states_the_size_it_takes():
+    """tools.cross_compile's install message and README give one figure; where the runner's
+    Triton is installed, it is within 10 % of the folder's real size."""
+    import re
+    from tools.cross_compile import RUNNER_TRITON, SIDE_TRITONS
+    stated = re.findall(r"about (\d+) MiB", (ROOT / "tools" / "cross_compile.py").read_text())
+    assert len(stated) == 1
+    assert f"about {stated[0]} MiB" in (ROOT / "README.md").read_text()
+    folder = SIDE_TRITONS / RUNNER_TRITON
+    if not (folder / "triton").is_dir():
+        pytest.skip(f"no side install of Triton {RUNNER_TRITON} to measure")
+    size_mib = sum(path.stat().st_size for path in folder.rglob("*")
+                   if path.is_file() and not path.is_symlink()) / 2**20
+    assert abs(size_mib - int(stated[0])) <= 0.1 * size_mib, size_mib
