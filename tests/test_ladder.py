@@ -320,3 +320,102 @@ def test_the_ladder_proves_the_direct_launch_of_a_direct_launcher(capsys):
     assert launcher.rung == "right"
     err = capsys.readouterr().err
     assert "direct differs failed (ProofFailure: the direct launch differs" in err
+
+
+# ---------------------------------------------------------------------------------------
+# launchers.ladder's decisions, with a recording GemmLauncher (no kernel runs):
+# - which options each rung builds: the quantizer rungs the table's config with their
+#   quantizer (the hardware ones on gfx950 only) and the direct launch allowed; "standard
+#   launch" the same config, software quantizer, direct launch not allowed; "heuristic config"
+#   the heuristic's config, no direct launch, only when it differs; "aiter" only where aiter
+#   imports, for (M, N);
+# - every rung built with the ladder's backend, shape, A strides and device;
+# - a fault applies to the first rung of its own shape only; "compile" raises InjectedFault,
+#   "wrong" flips bit 14 of every output element;
+# - the proof: has_direct from the launcher, SPLIT_K_REPEATS only for an in-kernel reduce; the
+#   served launcher is named by its rung; a reason is cut to 300 characters on one line.
+# ---------------------------------------------------------------------------------------
+
+class RecordingGemm:
+    built = []
+
+    def __init__(self, config, backend, m, n, k, a_strides, device, quantizer,
+                 allow_direct=True):
+        self.args = (config, quantizer, allow_direct)
+        self.where = (backend, m, n, k, a_strides, device)
+        RecordingGemm.built.append(self)
+
+
+def built_rungs(monkeypatch, arch, shape, aiter=False):
+    monkeypatch.setattr(ladder, "GemmLauncher", RecordingGemm)
+    monkeypatch.setattr(ladder.aiter_path, "available", lambda: aiter)
+    m, n, k = shape
+    rungs = ladder.rungs_for(arch, "hip", m, n, k, (1, m), "meta")
+    return {rung.name: rung.build() for rung in rungs}
+
+
+def test_which_options_each_rung_builds(monkeypatch):
+    table, heuristic = config_for("gfx950", *TABLE_SHAPE), heuristic_config(*TABLE_SHAPE)
+    built = built_rungs(monkeypatch, "gfx950", TABLE_SHAPE)
+    assert {name: launcher.args for name, launcher in built.items()} == {
+        "hardware quantizer (bf16)": (table, "hardware", True),
+        "hardware quantizer (f32)": (table, "hardware-f32", True),
+        "software quantizer": (table, "software", True),
+        "standard launch": (table, "software", False),
+        "heuristic config": (heuristic, "software", False)}
+    m, n, k = TABLE_SHAPE
+    assert {launcher.where for launcher in built.values()} == {("hip", m, n, k, (1, m), "meta")}
+
+
+def test_no_hardware_rung_off_gfx950_and_aiter_only_where_it_imports(monkeypatch):
+    built = built_rungs(monkeypatch, "sm_90", TABLE_SHAPE, aiter=True)
+    assert list(built) == ["software quantizer", "standard launch", "heuristic config", "aiter"]
+    assert isinstance(built["aiter"], ladder.aiter_path.AiterLauncher)
+    assert (built["aiter"].m, built["aiter"].n) == TABLE_SHAPE[:2]
+
+
+def test_a_compile_fault_raises_and_a_wrong_fault_flips_bit_14(monkeypatch):
+    rung = ladder.Rung("r", lambda: (lambda *args, **kwargs: torch.zeros(2, 2,
+                                                                         dtype=torch.bfloat16)))
+    with pytest.raises(ladder.InjectedFault, match="MXFP4_MM_FAULT"):
+        ladder._with_fault(rung, "compile").build()
+    out = ladder._with_fault(rung, "wrong").build()(1, 2, direct=True)
+    assert out.view(torch.int16).eq(0x4000).all()
+    assert ladder._with_fault(rung, "wrong").name == "r"
+
+
+def test_a_fault_hits_the_first_rung_of_its_own_shape_only(monkeypatch, capsys):
+    m, n, k = 4, 64, 512
+    other = f"compile:{m},{n},{k + 64}"
+    for text, served in ((f"compile:{m},{n},{k}", "second"), (other, "first"),
+                         (f"{other};wrong:{m},{n},{k}", "second")):
+        monkeypatch.setenv("MXFP4_MM_FAULT", text)
+        rungs = [ladder.Rung("first", FakeLauncher), ladder.Rung("second", FakeLauncher)]
+        launcher = ladder.proven_launcher("interpreter", "interpreter", m, n, k, (k, 1), "cpu",
+                                          rungs)
+        assert launcher.rung == served
+    err = capsys.readouterr().err
+    assert err.count("served by second") == 2 and "served by first" not in err
+
+
+def test_a_long_reason_is_cut_to_one_line_of_300_characters():
+    text = ladder._one_line(ValueError("x" * 400 + "\nmore"))
+    assert len(text) == 300 and text.endswith("...") and "\n" not in text
+    assert ladder._one_line(ValueError("a\n  b")) == "ValueError: a b"
+    short = ladder._one_line(ValueError("y" * (300 - len("ValueError: "))))
+    assert len(short) == 300 and not short.endswith("...")
+
+
+@pytest.mark.parametrize("is_direct", [False, True])
+def test_prove_rung_proves_the_direct_launch_only_where_there_is_one(monkeypatch, is_direct):
+    seen = {}
+
+    def prove(run, cases, has_direct, repeats):
+        seen.update(has_direct=has_direct, repeats=repeats, cases=len(cases))
+    monkeypatch.setattr(ladder, "prove", prove)
+    launcher = ladder.prove_rung(ladder.Rung("r", lambda: FakeLauncher(is_direct=is_direct)),
+                                 4, 64, 512, (512, 1), "cpu")
+    assert seen == dict(has_direct=is_direct, repeats=0, cases=2) and launcher.rung == "r"
+    ladder.prove_rung(ladder.Rung("r", lambda: FakeLauncher(reduces_in_kernel=True)),
+                      4, 64, 512, (512, 1), "cpu")
+    assert seen["repeats"] == proof.SPLIT_K_REPEATS
