@@ -18,8 +18,10 @@ survivor's diff, and the path of the equivalents file. Not part of CI (tens of m
 """
 
 import argparse
+import fnmatch
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -32,9 +34,12 @@ ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT_FILE = ROOT / "mutation" / "equivalent.toml"
 KERNEL_MUTANTS_FILE = ROOT / "mutation" / "kernel_mutants.toml"
 KERNEL_TEST_TIMEOUT_S = 600
+DEFAULT_SAMPLE = 300
 # mutmut's exit codes per mutant (mutmut.stats.status_by_exit_code), the kills and the timeouts
 KILLED_CODES = {1, 3, 24, -24, 152, 255, 36}
 SURVIVED_CODES = {0, 5, 33}
+SAMPLE_SEED = 2026
+NO_MUTANT = "no-mutant-is-named-this*"
 _SUMMARY_SCRIPT = """
 import json, sys
 from pathlib import Path
@@ -47,7 +52,7 @@ for path in walk_mutatable_files():
     data = SourceFileMutationData(path=path)
     data.load()
     for name, code in data.exit_code_by_key.items():
-        diff = get_diff_for_mutant(name, path=path) if code not in (1, 3) else ""
+        diff = get_diff_for_mutant(name, path=path) if code in (0, 5, 33) else ""
         out[name] = (code, diff)
 json.dump(out, sys.stdout)
 """
@@ -73,6 +78,23 @@ def copy_tree(root: Path, destination: Path) -> None:
         (destination / ".triton").symlink_to(ROOT / ".triton")
 
 
+def use_config_of_this_checkout(tree: Path) -> None:
+    """This checkout's pyproject.toml in tree, its mutmut test selection cut to the tests that
+    tree has."""
+    text = (ROOT / "pyproject.toml").read_text()
+    start = text.index("pytest_add_cli_args_test_selection = [")
+    end = text.index("]", start) + 1
+    selection = tomllib.loads(text[start:end])["pytest_add_cli_args_test_selection"]
+
+    def present(test):
+        path, _, function = test.partition("::")
+        return (tree / path).is_file() and (not function or
+                                            f"def {function}(" in (tree / path).read_text())
+    kept = ", ".join(json.dumps(test) for test in selection if present(test))
+    text = text[:start] + f"pytest_add_cli_args_test_selection = [{kept}]" + text[end:]
+    (tree / "pyproject.toml").write_text(text)
+
+
 def changed_line(diff: str) -> str:
     """The first added line of a mutmut diff, stripped: what the mutant changed."""
     for line in diff.splitlines():
@@ -92,18 +114,40 @@ def load_equivalents(path: Path) -> dict:
     return {(entry["function"], entry["change"].strip()): entry["reason"] for entry in entries}
 
 
-def run_mutmut(tree: Path, workers: int, only: str, log) -> dict:
-    """{mutant: (exit code, diff)} after `mutmut run` in tree."""
+def _mutmut(tree: Path, workers: int, names: list, log) -> None:
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
-    command = [sys.executable, "-m", "mutmut", "run", "--max-children", str(workers)]
-    if only:
-        command.append(only)
-    subprocess.run(command, cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    log.flush()
+    subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(workers), *names],
+                   cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    text = Path(log.name).read_text(errors="replace")
+    for failure in ("failed to collect stats", "Failed to run clean test"):
+        if failure in text:
+            fail(f"mutmut: {failure} (the tests fail in mutmut's copy; see {log.name})")
+
+
+def _results(tree: Path, log) -> dict:
+    """{mutant: (exit code or None, diff of a survivor)} of every mutant mutmut generated."""
+    env = dict(os.environ, TRITON_INTERPRET="1")
     listed = subprocess.run([sys.executable, "-c", _SUMMARY_SCRIPT], cwd=tree, env=env,
                             capture_output=True, text=True)
     if listed.returncode:
         fail(f"reading mutmut's results failed (see {log.name}): {listed.stderr.strip()[-300:]}")
     return {name: tuple(value) for name, value in json.loads(listed.stdout).items()}
+
+
+def run_mutmut(tree: Path, workers: int, only: str, sample: int, log) -> dict:
+    """{mutant: (exit code, diff)} after mutmut ran in tree: every mutant matching `only`
+    (a glob; all when empty), or a fixed random sample of `sample` of them."""
+    if not sample:
+        _mutmut(tree, workers, [only] if only else [], log)
+        return _results(tree, log)
+    _mutmut(tree, workers, [NO_MUTANT], log)    # generates the mutants and the test map only
+    names = sorted(name for name in _results(tree, log) if fnmatch.fnmatch(name, only or "*"))
+    chosen = random.Random(SAMPLE_SEED).sample(names, min(sample, len(names)))
+    print(f"tools.mutation: {len(chosen)} of {len(names)} mutants sampled", file=log, flush=True)
+    _mutmut(tree, workers, chosen, log)
+    results = _results(tree, log)
+    return {name: results[name] for name in chosen}
 
 
 def run_kernel_mutants(root: Path, work: Path, mutants: list, log) -> dict:
@@ -167,12 +211,17 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="mutants run at once (default 2)")
     parser.add_argument("--only", default="",
                         help="mutmut mutant-name glob, e.g. 'launchers.tuner.*' (skips the kernels)")
+    parser.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
+                        help=f"run a fixed random sample of this many mutmut mutants (default "
+                             f"{DEFAULT_SAMPLE}; 0: all of them, about 4,700, hours on 2 cores)")
     parser.add_argument("--no-kernels", action="store_true", help="skip the kernel mutants")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args(argv)
     root = args.root.resolve()
     if not (root / ".git").exists():
         fail(f"--root {root} is not a git checkout")
+    if args.sample < 0:
+        fail(f"--sample must be >= 0, got {args.sample}")
     if args.workers < 1:
         fail(f"--workers must be >= 1, got {args.workers}")
     work = Path(tempfile.mkdtemp(prefix="mxfp4-mutation-"))
@@ -180,11 +229,11 @@ def main(argv=None) -> int:
     started = time.monotonic()
     tree = work / "tree"
     copy_tree(root, tree)
-    if root != ROOT:   # the baseline of another tree is measured with this checkout's config
-        shutil.copy2(ROOT / "pyproject.toml", tree / "pyproject.toml")
+    if root != ROOT:   # another tree (a baseline) is measured with this checkout's config
+        use_config_of_this_checkout(tree)
     print(f"tools.mutation: working in {work} (log {log_path})", flush=True)
     with open(log_path, "w") as log:
-        results = run_mutmut(tree, args.workers, args.only, log)
+        results = run_mutmut(tree, args.workers, args.only, args.sample, log)
         kernel_mutants = [] if args.only or args.no_kernels else \
             tomllib.loads(KERNEL_MUTANTS_FILE.read_text())["mutant"]
         kernel_results = run_kernel_mutants(root, work, kernel_mutants, log)
