@@ -173,3 +173,105 @@ def test_bundle_alone_gives_the_package_outputs(bundle, tmp_path):
     for i, want in enumerate(expected):
         assert torch.equal(torch.load(tmp_path / f"out{i}.pt"), want)
     assert torch.equal(torch.load(tmp_path / "op0.pt"), expected[0])
+
+
+# ---------------------------------------------------------------------------------------
+# tools.bundle's decisions on small texts and trees (no whole-project build). Decisions:
+# - refused in the bundle: the forbidden word in any case, `chr(`, more than MAX_BYTES bytes
+#   (bytes, not characters), an import of anything but the standard library, torch, triton,
+#   task and (inside a try with an except) aiter; each error names the line and its part
+#   (the header or the module);
+# - refused in a module's source: the forbidden word or `chr(`, naming the file, module and
+#   every line;
+# - the module order: dependencies first, each once, an import cycle refused.
+# ---------------------------------------------------------------------------------------
+
+from tools import bundle as bundle_module  # noqa: E402
+
+HEADER = "#!POPCORN leaderboard x\n"
+
+
+def bundle_error(text):
+    with pytest.raises(BundleError) as error:
+        check_bundle(text)
+    return str(error.value)
+
+
+def test_chr_anywhere_is_refused_naming_its_line_and_module():
+    text = HEADER + "import os\n# ---- kernels.x\nx = 1\ny = chr (1) + chr(2)\n"
+    assert bundle_error(text) == ("bundle line 5 (module kernels.x): calls chr(), which the "
+                                  "runner treats as evasion")
+    check_bundle(HEADER + "chr = 1\n")
+
+
+def test_the_forbidden_word_in_any_case_is_refused_naming_the_header():
+    word = bundle_module.FORBIDDEN.upper()
+    assert bundle_error(f"# {word}\nx = 1\n") == ("bundle line 1 (the header): contains the "
+                                                   "word the runner forbids")
+
+
+def test_the_size_cap_counts_bytes_and_allows_exactly_the_cap():
+    line = "x = 1\n#"
+    fill = bundle_module.MAX_BYTES - len(line.encode())
+    check_bundle(line + "a" * fill)
+    assert "1,000,001 bytes" in bundle_error(line + "a" * (fill + 1))
+    assert "over the runner's 1,000,000" in bundle_error(line + "é" * (fill // 2 + 1))
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("import os, json\nfrom collections import OrderedDict\n", True),
+    ("import torch.nn\nimport triton.language as tl\nfrom task import input_t\n", True),
+    ("try:\n    import aiter\nexcept ImportError:\n    pass\n", True),
+    ("try:\n    from aiter.ops import x\nexcept Exception:\n    pass\n", True),
+    ("import aiter\n", False),
+    ("try:\n    import aiter\nfinally:\n    pass\n", False),
+    ("try:\n    pass\nexcept ImportError:\n    import aiter\n", False),
+    ("import numpy\n", False),
+    ("from numpy import zeros\n", False),
+    ("import os, numpy\n", False),
+    ("from . import sibling\n", False),
+])
+def test_which_imports_a_bundle_may_hold(text, ok):
+    if ok:
+        check_bundle(text)
+    else:
+        assert bundle_error(text).startswith("bundle line ")
+
+
+def test_an_import_error_names_its_line_and_module():
+    text = HEADER + "# ---- launchers.y\nimport os\n\nimport numpy as np\n"
+    assert bundle_error(text) == "bundle line 5 (module launchers.y): imports numpy"
+
+
+def write_tree(root, files):
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_a_source_with_chr_or_the_word_is_refused_naming_every_line(tmp_path):
+    write_tree(tmp_path, {"kernels/__init__.py": "", "kernels/bad.py": "a = 1\nb = chr(3)\nc = chr(4)\n"})
+    with pytest.raises(BundleError, match=r"kernels/bad.py \(module kernels.bad\) line 2, 3: "
+                                          r"calls chr\(\)"):
+        bundle_module.check_source(tmp_path, "kernels.bad")
+    write_tree(tmp_path, {"kernels/bad.py": f"# {bundle_module.FORBIDDEN.title()}\n"})
+    with pytest.raises(BundleError, match="line 1: contains the word"):
+        bundle_module.check_source(tmp_path, "kernels.bad")
+
+
+def test_the_module_order_puts_dependencies_first_once(tmp_path):
+    write_tree(tmp_path, {
+        "submission.py": "from launchers.fake_b import f\nimport kernels.fake_a\n",
+        "launchers/fake_b.py": "from kernels.fake_a import g\n",
+        "kernels/fake_a.py": "import os\n"})
+    assert bundle_module.module_order(tmp_path) == ["kernels.fake_a", "launchers.fake_b",
+                                                    "submission"]
+
+
+def test_an_import_cycle_is_refused(tmp_path):
+    write_tree(tmp_path, {
+        "submission.py": "import kernels.fake_a\n",
+        "kernels/fake_a.py": "import kernels.fake_c\n",
+        "kernels/fake_c.py": "import kernels.fake_a\n"})
+    with pytest.raises(BundleError, match="import cycle through kernels.fake_a"):
+        bundle_module.module_order(tmp_path)
