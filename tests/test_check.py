@@ -40,3 +40,71 @@ def test_task_shapes_default_to_the_runners_seeds(monkeypatch, capsys):
     with pytest.raises(KeyboardInterrupt):
         check.main(["--shapes", "benchmarks"])
     assert seen == [4565]
+
+
+# ---------------------------------------------------------------------------------------
+# tools.check's handling of inputs, with a fake submission (no kernel runs). Decisions:
+# - the seeds of a shape: its own, then + LEADERBOARD_SEED_STEP each, --seeds of them;
+# - a check that fails counts once, prints FAIL with its message, and the exit code is 1;
+# - per shape, the launcher launcher_for serves for the last input: direct or standard, its
+#   splits, rung and config label (aiter's config is a string).
+# ---------------------------------------------------------------------------------------
+
+class FakeLauncher:
+    def __init__(self, is_direct, splits, rung, config):
+        self.is_direct, self.splits, self.rung, self.config = is_direct, splits, rung, config
+
+
+@pytest.fixture
+def fake_submission(monkeypatch):
+    import torch
+
+    import launchers
+    import reference
+    import submission
+    from launchers.configs import GemmConfig
+    seen = {"seeds": [], "launchers": []}
+
+    def generate_input(m, n, k, seed):
+        seen["seeds"].append(seed)
+        return (torch.full((m, k), float(seed)), None, None, None, None)
+
+    def check_implementation(data, output):
+        seed = int(data[0][0, 0])
+        return (seed not in seen.get("failing", ()), f"seed {seed} is off")
+
+    def launcher_for(a, n):
+        seen["launchers"].append((int(a[0, 0]), n))
+        if n == 64:
+            return FakeLauncher(True, 2, "software quantizer", GemmConfig(16, 64, 256, split_k=2))
+        return FakeLauncher(False, 1, "aiter", "aiter's own")
+
+    monkeypatch.setattr(reference, "generate_input", generate_input)
+    monkeypatch.setattr(reference, "check_implementation", check_implementation)
+    monkeypatch.setattr(submission, "custom_kernel", lambda data: data[0])
+    monkeypatch.setattr(launchers, "launcher_for", launcher_for)
+    return seen
+
+
+def test_the_seeds_step_by_the_leaderboards_step(fake_submission, capsys):
+    assert check.main(["--shapes", "4,64,256,7", "8,96,512,1", "--seeds", "3"]) == 0
+    step = check.LEADERBOARD_SEED_STEP
+    assert fake_submission["seeds"] == [7, 7 + step, 7 + 2 * step, 1, 1 + step, 1 + 2 * step]
+    assert fake_submission["launchers"] == [(7 + 2 * step, 64), (1 + 2 * step, 96)]
+    assert "6 passed, 0 failed" in capsys.readouterr().out
+
+
+def test_a_failing_seed_fails_the_run(fake_submission, capsys):
+    fake_submission["failing"] = {7 + check.LEADERBOARD_SEED_STEP}
+    assert check.main(["--shapes", "4,64,256,7", "--seeds", "2"]) == 1
+    out = capsys.readouterr().out
+    assert f"seed    {7 + check.LEADERBOARD_SEED_STEP}: FAIL seed 20 is off" in out
+    assert "seed     7: pass" in out and "1 passed, 1 failed" in out
+
+
+def test_the_table_names_each_shapes_launch_splits_rung_and_config(fake_submission, capsys):
+    assert check.main(["--shapes", "4,64,256,7", "8,96,512,1"]) == 0
+    rows = capsys.readouterr().out.split("served by")[1].splitlines()[1:3]
+    assert rows[0].split() == ["4", "64", "256", "direct", "2", "software", "quantizer", "16x64x256",
+                               "sk2/rk", "w4", "s1"]
+    assert rows[1].split() == ["8", "96", "512", "standard", "1", "aiter", "aiter's", "own"]
