@@ -377,3 +377,90 @@ def test_the_script_run_is_killed_at_the_runners_timeout(tmp_path, monkeypatch):
     script.write_text("import time\ntime.sleep(60)\n")
     monkeypatch.setattr(evaluate, "SCRIPT_RUN_TIMEOUT_S", 1)
     assert evaluate.run_as_script(script, {})[1] == "killed at 1 s, as the runner does"
+
+
+# ----------------------------------------------------------------------------- the child, in process
+# What the evaluator's child does with the inputs (test mode, fakes for the reference and the
+# submission): the submission gets a copy, so one that writes into its inputs is checked
+# against the inputs as generated; an exception fails its shape only, with the traceback's
+# last lines; a check that returns an error string (not a tuple) passes when it is empty.
+
+import types  # noqa: E402
+
+import torch  # noqa: E402
+
+
+@pytest.fixture
+def fake_child(monkeypatch, tmp_path):
+    """Runs evaluate._child_run in this process with fake reference and submission modules;
+    returns (run(specs, custom_kernel, check) -> messages, what check saw)."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    seen = []
+
+    def run(specs, custom_kernel, check=None):
+        def generate_input(m, n, k, seed):
+            return (torch.full((m, k), float(seed)), n)
+
+        def check_implementation(data, output):
+            seen.append(data[0].clone())
+            return check(data, output) if check else \
+                (torch.equal(output, data[0] + 1), "off by something")
+        monkeypatch.setitem(sys.modules, "reference", types.SimpleNamespace(
+            generate_input=generate_input, check_implementation=check_implementation,
+            __file__="reference.py"))
+        monkeypatch.setitem(sys.modules, "submission", types.SimpleNamespace(
+            custom_kernel=custom_kernel, __file__="submission.py"))
+        messages = []
+        job = dict(workdir=str(tmp_path), root=str(evaluate.ROOT), isolated=False, mode="test",
+                   specs=specs, clear_bytes=4, max_wall_s=1.0, max_calls=1)
+        assert evaluate._child_run(job, lambda kind, **fields: messages.append((kind, fields))) == 0
+        return messages
+    return run, seen
+
+
+SPECS = [dict(m=2, n=16, k=4, seed=3), dict(m=2, n=16, k=4, seed=5)]
+
+
+def writes_into_its_inputs(data):
+    data[0].add_(1)
+    return data[0].clone()
+
+
+def test_a_submission_that_writes_into_its_inputs_is_checked_against_the_generated_ones(
+        fake_child):
+    run, seen = fake_child
+    messages = run(SPECS, writes_into_its_inputs)
+    assert [kind for kind, _ in messages] == ["ready", "result", "result"]
+    assert all(fields["ok"] for kind, fields in messages[1:])
+    assert [float(a[0, 0]) for a in seen] == [3.0, 5.0]
+
+
+def test_an_exception_fails_its_shape_only_with_the_tracebacks_end(fake_child):
+    run, _ = fake_child
+
+    def custom_kernel(data):
+        if float(data[0][0, 0]) == 3.0:
+            raise ValueError("no kernel for this one")
+        return data[0] + 1
+    (_, ready), (_, first), (_, second) = run(SPECS, custom_kernel)
+    assert ready["isolated"] is False and ready["submission_file"] == "submission.py"
+    assert not first["ok"] and first["message"].startswith("raised ")
+    assert first["message"].endswith("ValueError: no kernel for this one")
+    assert first["message"].count(" | ") == 2
+    assert second["ok"] and second["index"] == 1
+
+
+@pytest.mark.parametrize("returned, ok, message", [("", True, ""), ("bad row 3", False, "bad row 3"),
+                                                   ((False, "why"), False, "why")])
+def test_a_check_may_return_an_error_string_or_a_tuple(fake_child, returned, ok, message):
+    run, _ = fake_child
+    (_, _), (_, first), _ = run(SPECS, lambda data: data[0], lambda data, output: returned)
+    assert (first["ok"], first["message"]) == (ok, message)
+
+
+def test_the_device_says_interpreter_when_interpreting(fake_child, monkeypatch):
+    run, _ = fake_child
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert run(SPECS[:1], lambda data: data[0] + 1)[0][1]["device"] == "cpu (Triton interpreter)"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert run(SPECS[:1], lambda data: data[0] + 1)[0][1]["device"] == "cpu"
