@@ -237,3 +237,109 @@ def test_launcher_cache_is_bounded_and_evicts_the_least_recently_used(device, em
 def test_default_cache_capacity_is_readmes_64():
     """README's figure: at most 64 launchers, room for every task shape."""
     assert launchers.LAUNCHER_CACHE_CAPACITY == 64 >= len(TASK_SHAPES)
+
+
+# ---------------------------------------------------------------------------------------
+# launchers/__init__'s decisions, with a recording proven_launcher (no kernel runs):
+# - the cache key: target arch, device, M, N, K and A's strides, each telling launchers apart;
+#   a hit moves its entry to the most recently used end; past the capacity the least recently
+#   used goes;
+# - the target: the interpreter whenever TRITON_INTERPRET is set to anything but "" or "0";
+#   CUDA's arch as sm_NN, HIP's without its feature suffix; a device without an index is the
+#   current one;
+# - M = 0 gives an empty [0, N] output without a launcher; prewarm builds each shape at
+#   contiguous strides on the current device, then synchronizes.
+# ---------------------------------------------------------------------------------------
+
+import types  # noqa: E402
+
+
+@pytest.fixture
+def recorded_ladder(monkeypatch):
+    built = []
+
+    def proven_launcher(arch, backend, m, n, k, a_strides, device):
+        built.append((arch, backend, m, n, k, a_strides, str(device)))
+        return object()
+    monkeypatch.setattr(launchers, "_launchers", OrderedDict())
+    monkeypatch.setattr(launchers, "proven_launcher", proven_launcher)
+    return built
+
+
+def test_every_part_of_the_key_tells_launchers_apart(recorded_ladder, monkeypatch):
+    first = launchers._launcher("cpu", 4, 64, 512, (512, 1))
+    assert launchers._launcher("cpu", 4, 64, 512, (512, 1)) is first
+    for args in [("meta", 4, 64, 512, (512, 1)), ("cpu", 8, 64, 512, (512, 1)),
+                 ("cpu", 4, 96, 512, (512, 1)), ("cpu", 4, 64, 1024, (1024, 1)),
+                 ("cpu", 4, 64, 512, (1, 4))]:
+        assert launchers._launcher(*args) is not first
+    monkeypatch.setattr(launchers, "current_target", lambda device: ("hip", "gfx950"))
+    assert launchers._launcher("cpu", 4, 64, 512, (512, 1)) is not first
+    assert len(recorded_ladder) == 7 and recorded_ladder[-1][:2] == ("gfx950", "hip")
+
+
+def test_a_hit_is_the_most_recent_and_the_least_recent_goes(recorded_ladder, monkeypatch):
+    monkeypatch.setattr(launchers, "LAUNCHER_CACHE_CAPACITY", 2)
+    a = launchers._launcher("cpu", 1, 64, 512, (512, 1))
+    launchers._launcher("cpu", 2, 64, 512, (512, 1))
+    assert launchers._launcher("cpu", 1, 64, 512, (512, 1)) is a        # 1 is now the newest
+    launchers._launcher("cpu", 3, 64, 512, (512, 1))                     # 2 goes
+    assert launchers.cached_launcher_count() == 2
+    assert launchers._launcher("cpu", 1, 64, 512, (512, 1)) is a
+    launchers._launcher("cpu", 2, 64, 512, (512, 1))
+    assert [entry[2] for entry in recorded_ladder] == [1, 2, 3, 2]
+
+
+def test_launcher_for_keys_by_the_tensors_shape_strides_and_device(recorded_ladder):
+    a = torch.empty((8, 512), dtype=torch.bfloat16, device="meta")
+    launchers.launcher_for(a, 64)
+    launchers.launcher_for(a.t().contiguous().t(), 64)
+    assert [entry[2:] for entry in recorded_ladder] == [(8, 64, 512, (512, 1), "meta"),
+                                                       (8, 64, 512, (1, 8), "meta")]
+
+
+@pytest.mark.parametrize("text, on", [("1", True), ("yes", True), ("0", False), ("", False)])
+def test_interpreting(monkeypatch, text, on):
+    monkeypatch.setenv("TRITON_INTERPRET", text)
+    assert launchers.interpreting() is on
+
+
+@pytest.mark.parametrize("backend, arch, want", [
+    ("cuda", 90, ("cuda", "sm_90")), ("hip", "gfx950:sramecc+:xnack-", ("hip", "gfx950")),
+    ("hip", "gfx942", ("hip", "gfx942"))])
+def test_the_target_of_a_device(monkeypatch, backend, arch, want):
+    target = types.SimpleNamespace(backend=backend, arch=arch)
+    driver = types.SimpleNamespace(active=types.SimpleNamespace(get_current_target=lambda: target))
+    monkeypatch.setattr(launchers.triton.runtime, "driver", driver)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    launchers._target_of_device.cache_clear()
+    try:
+        assert launchers.current_target("cpu") == want
+    finally:
+        launchers._target_of_device.cache_clear()
+
+
+def test_a_device_without_an_index_is_the_current_one(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    assert launchers._gpu("cuda") == torch.device("cuda", 3)
+    assert launchers._gpu("cuda:1") == torch.device("cuda", 1)
+
+
+def test_m_zero_needs_no_launcher(monkeypatch):
+    monkeypatch.setattr(launchers, "launcher_for", None)   # calling it would fail
+    a = torch.empty((0, 256), dtype=torch.bfloat16)
+    b = torch.empty((64, 128), dtype=torch.uint8)
+    s = torch.empty((256, 8), dtype=torch.uint8)
+    out = launchers.mxfp4_gemm(a, b, s)
+    assert out.shape == (0, 64) and out.dtype == torch.bfloat16 and out.device == a.device
+
+
+def test_prewarm_builds_each_shape_contiguous_on_the_current_device(recorded_ladder, monkeypatch):
+    synced = []
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: synced.append(True))
+    monkeypatch.setattr(launchers, "current_target", lambda device: ("cuda", "sm_90"))
+    launchers.prewarm([(4, 64, 512), (8, 96, 1024)], device="cuda")
+    assert [entry[2:] for entry in recorded_ladder] == [(4, 64, 512, (512, 1), "cuda:0"),
+                                                       (8, 96, 1024, (1024, 1), "cuda:0")]
+    assert synced == [True]
