@@ -154,7 +154,8 @@ def preshuffle_gemm_kernel(
                 a_scales = tl.load(as_ptrs, mask=(k0 // 32 + cols_as)[None, :] < K // 32,
                                    other=127)
         if not A_PREQUANTIZED:
-            a, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, QUANTIZER, QUANT_FAST_PATH)
+            a, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, QUANTIZER, QUANT_FAST_PATH,
+                                               THREADS)
         acc = tl.dot_scaled(a, a_scales, "e2m1",
                             _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K).trans(1, 0),
                             _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)

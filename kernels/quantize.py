@@ -1,8 +1,9 @@
 """In-register MXFP4 quantization of a tile, bit-exact with kernels.formats.quantize_mxfp4.
 
-`quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K], QUANTIZER, FAST_PATH) -> (codes uint8 [BLOCK_M,
-BLOCK_K/2], scales uint8 [BLOCK_M, BLOCK_K/32])`: per row, each run of 32 elements along K is
-one MX block. QUANTIZER is one of QUANTIZERS: "hardware" and "hardware-f32" (gfx950's
+`quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K], QUANTIZER, FAST_PATH, THREADS) -> (codes uint8
+[BLOCK_M, BLOCK_K/2], scales uint8 [BLOCK_M, BLOCK_K/32])`: per row, each run of 32 elements
+along K is one MX block. THREADS, the program's thread count, only shapes the cross-thread
+steps of the uniform test below (_largest_outside); any value gives the same result. QUANTIZER is one of QUANTIZERS: "hardware" and "hardware-f32" (gfx950's
 conversion instruction, its bf16 and its f32 form), or "software". With a hardware quantizer
 or FAST_PATH, two paths, chosen once per tile by a uniform branch:
   - fast (a bf16 tile whose every block amax, as bf16 magnitude bits M, lies in
@@ -292,8 +293,42 @@ def _software_words(bits, exponent, BLOCK_M: tl.constexpr, NUM_BLOCKS: tl.conste
 
 
 @triton.jit
+def _largest_outside(outside, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                     THREADS: tl.constexpr, HARDWARE: tl.constexpr):
+    """The maximum of outside [BM, NB, 1] (uint32, one value per MX block), the same scalar in
+    every thread, through one LDS round trip (tl.max over the tile takes two, and more
+    barriers).
+
+    Triton lays a bf16 [BM, BK] tile loaded with 16-byte vectors out as 8 elements per thread
+    along K, 64-lane waves along K first (LANES_K lanes) then M, the waves along K first
+    (WAVES_K) then M, and repeats that pattern in registers. Split along those lines, the
+    maximum is taken in registers, then over each wave's lanes along K (DPP), leaving
+    PASS_ROWS * WAVES_K values spread over lanes along M and the waves; tl.gather hands all of
+    them to every thread (one store, barrier and load), which reduces them itself. Any other
+    layout only moves work between these steps: the result is the same."""
+    NUM_BLOCKS: tl.constexpr = BLOCK_K // 32
+    WAVES: tl.constexpr = max(1, THREADS // 64)
+    LANES_K: tl.constexpr = min(64, BLOCK_K // 8)
+    WAVES_K: tl.constexpr = max(1, min(WAVES, BLOCK_K // (8 * LANES_K)))
+    PASS_ROWS: tl.constexpr = max(1, min(BLOCK_M, (64 // LANES_K) * (WAVES // WAVES_K)))
+    per_element = tl.broadcast_to(outside, (BLOCK_M, NUM_BLOCKS, 32)).reshape(
+        BLOCK_M // PASS_ROWS, PASS_ROWS, BLOCK_K // (8 * LANES_K * WAVES_K), WAVES_K,
+        8 * LANES_K)
+    per_wave = tl.max(tl.max(tl.max(per_element, axis=0), axis=1), axis=2)
+    spread = per_wave.reshape(PASS_ROWS * WAVES_K)
+    largest = tl.max(tl.gather(spread, tl.arange(0, PASS_ROWS * WAVES_K), 0))
+    if HARDWARE and not INTERPRETED:
+        # Equal in every lane; v_readfirstlane says so to LLVM (a scalar register), which
+        # then branches on it with a scalar branch, not under an exec mask.
+        largest = tl.inline_asm_elementwise("v_readfirstlane_b32 $0, $1", "=s,v", [largest],
+                                            dtype=tl.uint32, is_pure=True, pack=1)
+    return largest
+
+
+@triton.jit
 def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                        QUANTIZER: tl.constexpr = "software", FAST_PATH: tl.constexpr = True):
+                        QUANTIZER: tl.constexpr = "software", FAST_PATH: tl.constexpr = True,
+                        THREADS: tl.constexpr = 256):
     NUM_BLOCKS: tl.constexpr = BLOCK_K // 32
     HARDWARE: tl.constexpr = QUANTIZER != "software"
     if (HARDWARE or FAST_PATH) and x.dtype == tl.bfloat16:
@@ -301,12 +336,9 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
         # Twice the block amax's magnitude bits: the shift drops the sign (cheaper than a mask
         # in LLVM's packed 16-bit code on gfx950).
         amax2 = tl.max(bits << 1, axis=2, keep_dims=True).to(tl.uint32)
-        # One uniform test for the whole tile: every block amax in the fast range. Reduced
-        # over the block maxima broadcast back onto the tile's own layout: flattening the
-        # [BM, NB] maxima instead costs a layout conversion through LDS (2 barriers).
-        outside = amax2 - 2 * FAST_AMAX_MIN
-        fast = tl.max(tl.broadcast_to(outside, (BLOCK_M, NUM_BLOCKS, 32))) <= \
-            2 * (FAST_AMAX_MAX - FAST_AMAX_MIN)
+        # One uniform test for the whole tile: every block amax in the fast range.
+        fast = _largest_outside(amax2 - 2 * FAST_AMAX_MIN, BLOCK_M, BLOCK_K, THREADS,
+                                HARDWARE) <= 2 * (FAST_AMAX_MAX - FAST_AMAX_MIN)
         if fast:
             exponent = (amax2 + 0x40) >> 8     # (amax + 0x20) >> 7
             if HARDWARE:

@@ -8,8 +8,8 @@ import triton
 import triton.language as tl
 
 from kernels import formats
-from kernels.quantize import (INTERPRETED, _cvt_f32_model, _cvt_model, fast_path_blocks,
-                              quantize_kernel, quantize_rows)
+from kernels.quantize import (INTERPRETED, _cvt_f32_model, _cvt_model, _largest_outside,
+                              fast_path_blocks, quantize_kernel, quantize_rows)
 from launchers.configs import GemmConfig
 from launchers.gemm import GemmLauncher
 
@@ -111,6 +111,33 @@ def test_random_rows_several_blocks(device, quantizer, scale):
     gen = torch.Generator().manual_seed(7)
     x = (torch.randn(64, 512, generator=gen) * scale).to(torch.bfloat16).to(device)
     assert_like_formats(x, 16, quantizer)
+
+
+@triton.jit
+def _largest_outside_kernel(values_ptr, out_ptr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+                            THREADS: tl.constexpr):
+    rows = tl.arange(0, BLOCK_M)[:, None]
+    blocks = tl.arange(0, BLOCK_K // 32)[None, :]
+    values = tl.load(values_ptr + rows * (BLOCK_K // 32) + blocks)
+    tl.store(out_ptr, _largest_outside(values[:, :, None], BLOCK_M, BLOCK_K, THREADS, False))
+
+
+@pytest.mark.parametrize("block_m, block_k, threads", [
+    (16, 512, 256), (16, 1024, 256), (16, 256, 512), (32, 512, 512), (4, 512, 256),
+    (16, 64, 256), (1, 512, 64), (16, 2048, 128)])
+def test_the_fast_path_test_sees_every_block(device, block_m, block_k, threads):
+    """The tile-wide maximum behind the fast-path test, split along the tile's layout, finds
+    the largest block value wherever it sits (each position in turn)."""
+    gen = torch.Generator().manual_seed(block_m * block_k + threads)
+    for position in range(block_m * block_k // 32):
+        values = torch.randint(0, 2 ** 31, (block_m * block_k // 32,), generator=gen,
+                               dtype=torch.int64)
+        values[position] = 2 ** 32 - 1 - position
+        values = values.to(torch.uint32).to(device)
+        out = torch.zeros(1, dtype=torch.uint32, device=device)
+        _largest_outside_kernel[(1,)](values, out, BLOCK_M=block_m, BLOCK_K=block_k,
+                                      THREADS=threads)
+        assert int(out.cpu().to(torch.int64)) == 2 ** 32 - 1 - position
 
 
 @pytest.mark.parametrize("quantizer", QUANTIZERS)
