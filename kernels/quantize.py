@@ -3,8 +3,9 @@
 `quantize_tile_mxfp4(x[BLOCK_M, BLOCK_K], QUANTIZER, FAST_PATH, THREADS) -> (codes uint8
 [BLOCK_M, BLOCK_K/2], scales uint8 [BLOCK_M, BLOCK_K/32])`: per row, each run of 32 elements
 along K is one MX block. THREADS, the program's thread count, only shapes the cross-thread
-steps of the uniform test below (_largest_outside); any value gives the same result. QUANTIZER is one of QUANTIZERS: "hardware" and "hardware-f32" (gfx950's
-conversion instruction, its bf16 and its f32 form), or "software". With a hardware quantizer
+steps of the uniform test below (_largest_outside); any value gives the same result.
+QUANTIZER is one of QUANTIZERS: "hardware" and "hardware-f32" (gfx950's conversion
+instruction, its bf16 and its f32 form), or "software". With a hardware quantizer
 or FAST_PATH, two paths, chosen once per tile by a uniform branch:
   - fast (a bf16 tile whose every block amax, as bf16 magnitude bits M, lies in
     [FAST_AMAX_MIN, FAST_AMAX_MAX]): no NaN, no inf, and a block exponent e_r = (M + 0x20) >> 7
