@@ -464,3 +464,62 @@ def test_the_device_says_interpreter_when_interpreting(fake_child, monkeypatch):
     assert run(SPECS[:1], lambda data: data[0] + 1)[0][1]["device"] == "cpu (Triton interpreter)"
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     assert run(SPECS[:1], lambda data: data[0] + 1)[0][1]["device"] == "cpu"
+
+
+# ----------------------------------------------------------------------------- boundaries
+# The stopping rule's boundaries (a relative error of exactly the target, a wall time of exactly
+# the limit, one call short of MIN_CALLS) and check_standalone's choice of what counts as
+# importing the project (absolute imports of its packages from a file outside the root).
+
+def test_the_stopping_rule_at_its_boundaries():
+    stop = evaluate.should_stop
+    spread = [1.0, 1.0 + 2e-3 * 3 ** 0.5 * 2 ** -0.5, 1.0 - 2e-3 * 3 ** 0.5 * 2 ** -0.5]
+    ratio = evaluate.calculate_stats(spread)
+    assert ratio["err"] / ratio["mean"] > evaluate.REL_ERR_TARGET
+    assert not stop(spread, 10.0, 100, max_wall_s=10.0)
+    assert stop(spread, 10.0 + 1e-9, 100, max_wall_s=10.0)
+    assert not stop([5.0] * (evaluate.MIN_CALLS - 1), 1e9, 100)
+    assert stop([5.0] * evaluate.MIN_CALLS, 0.0, 100)
+    assert stop([0.0] * evaluate.MIN_CALLS, 0.0, 100)          # a mean of 0 stops
+    assert not stop([5.0, 6.0], 0.0, 3) and stop([5.0, 6.0, 7.0], 0.0, 3)
+
+
+def test_geomean_refuses_zero_and_negative_values():
+    for values in ([1.0, 0.0], [2.0, -1.0]):
+        with pytest.raises(ValueError, match="non-positive"):
+            evaluate.geomean(values)
+
+
+@pytest.mark.parametrize("source, refused", [
+    ("import torch\nimport os\n", None),
+    ("import kernels.formats\n", "kernels"),
+    ("from launchers.ladder import proven_launcher\n", "launchers"),
+    ("import torch, launchers\nfrom kernels import formats\n", "kernels, launchers"),
+    ("from . import launchers\n", None),
+    ("def f():\n    import launchers\n", "launchers"),
+])
+def test_check_standalone_refuses_absolute_imports_of_the_project(tmp_path, source, refused):
+    path = tmp_path / "submission.py"
+    path.write_text(source)
+    if refused is None:
+        evaluate.check_standalone(path)
+    else:
+        with pytest.raises(evaluate.UsageError, match=rf"imports the project's packages "
+                                                      rf"\({refused}\)"):
+            evaluate.check_standalone(path)
+
+
+def test_a_file_in_the_root_may_import_the_project():
+    evaluate.check_standalone(evaluate.ROOT / "submission.py")
+
+
+def test_make_row_has_a_ratio_only_with_stats_and_a_baseline():
+    stats = evaluate.calculate_stats([8.0, 8.198, 8.396])
+    with_baseline = evaluate.make_row(dict(m=4, n=2880, k=512, seed=1), True, "", stats)
+    assert with_baseline["ratio"] == pytest.approx(stats["mean"] / 8.198)
+    assert evaluate.make_row(dict(m=4, n=64, k=512, seed=1), True, "", stats)["ratio"] is None
+    assert evaluate.make_row(dict(m=4, n=2880, k=512, seed=1), False, "x")["ratio"] is None
+    summary = evaluate.summarize([with_baseline, evaluate.make_row(
+        dict(m=4, n=64, k=512, seed=1), True, "", stats), evaluate.make_row(
+        dict(m=4, n=2880, k=512, seed=1), False, "x")])
+    assert (summary["shapes"], summary["baseline_shapes"]) == (2, 1)
