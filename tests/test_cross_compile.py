@@ -4,8 +4,9 @@ tools.isa, offline); the sm_90 entries compile to PTX for the instruction report
 Every quantizer: the software one, and the two hardware forms, whose code must hold
 v_cvt_scalef32_pk_fp4_bf16 ("hardware") or _f32 ("hardware-f32") and no conversion whose result
 the next instruction reads (tools.gfx950.hazards). Every GEMM must use a scaled MFMA; no kernel
-may use scratch or spill. Compiling needs real JIT functions, so tools.isa runs in a process without the
-interpreter; it installs Triton 3.6.0 into .triton/3.6.0 on first use (about a minute, once).
+may use scratch or spill; every kernel has a critical path (tools.gfx950.critical_path).
+Compiling needs real JIT functions, so tools.isa runs in a process without the interpreter; it
+installs Triton 3.6.0 into .triton/3.6.0 on first use (about a minute, once).
 """
 
 import json
@@ -37,11 +38,11 @@ def isa_rows(request, tmp_path_factory):
     done = _isa("--arch", "gfx950", "--quantizer", request.param, "--json", str(out),
                 "--asm-dir", str(folder / "asm"))
     assert done.returncode == 0, done.stderr[-2000:]
-    return request.param, json.loads(out.read_text())
+    return request.param, json.loads(out.read_text()), done.stdout
 
 
 def test_every_gfx950_config_is_compiled_by_the_runners_triton(isa_rows):
-    _, rows = isa_rows
+    _, rows, _ = isa_rows
     assert {row["triton"] for row in rows} == {RUNNER_TRITON}
     gemm_shapes = {tuple(r["shape"]) for r in rows if r["kernel"] == "gemm"}
     assert gemm_shapes == set(GEMM_CONFIGS["gfx950"])
@@ -52,7 +53,7 @@ def test_every_gfx950_config_is_compiled_by_the_runners_triton(isa_rows):
 def test_no_conversion_result_is_read_by_the_next_instruction(isa_rows):
     """gfx950 does not forward a v_cvt_scalef32_* result to the next instruction
     (tools.gfx950.hazards): no table kernel of any quantizer may have such a reader."""
-    quantizer, rows = isa_rows
+    quantizer, rows, _ = isa_rows
     for row in rows:
         assert row["hazards"] == [], (quantizer, row["shape"], row["kernel"], row["hazards"][:2])
 
@@ -98,14 +99,14 @@ def test_the_hazard_check_flags_a_kernel_with_conversions_chained_into_one_word(
 
 
 def test_no_scratch_and_no_spills(isa_rows):
-    _, rows = isa_rows
+    _, rows, _ = isa_rows
     for row in rows:
         assert row["scratch_bytes"] == 0, row["shape"]
         assert row["vgpr_spills"] == 0 and row["sgpr_spills"] == 0, row["shape"]
 
 
 def test_gemm_uses_the_scaled_mfma_buffer_loads_and_the_chosen_quantizer(isa_rows):
-    quantizer, rows = isa_rows
+    quantizer, rows, _ = isa_rows
     for row in (r for r in rows if r["kernel"] == "gemm"):
         assert any(row["counts"].get(name, 0) for name in SCALED_MFMA), row["shape"]
         cvts = {name for name, v in row["counts"].items()
@@ -119,7 +120,7 @@ def test_gemm_uses_the_scaled_mfma_buffer_loads_and_the_chosen_quantizer(isa_row
 
 
 def test_report_has_the_documented_keys_and_sane_figures(isa_rows):
-    _, rows = isa_rows
+    _, rows, _ = isa_rows
     for row in rows:
         assert {"shape", "kernel", "config", "triton", "vgprs", "lds_bytes", "scratch_bytes",
                 "waves_per_simd", "occupancy", "allocated_vgprs", "workgroups", "counts",
@@ -143,6 +144,56 @@ def test_report_has_the_documented_keys_and_sane_figures(isa_rows):
         assert row["k_loop"] == (k_tiles > 1), row["shape"]
 
 
+CRITICAL_PATH = {"instructions", "global_round_trips", "lds_waits", "barriers",
+                 "busiest_simd_issue"}
+
+
+def _assert_critical_paths(rows):
+    """Every kernel row carries its critical path (tools.gfx950.critical_path); a GEMM that
+    reduces split-K in the kernel also the other programs', shorter than the last one's."""
+    for row in rows:
+        config = GemmConfig(**row["config"])
+        splits = config.splits_for(row["shape"][2])[0]
+        in_kernel = row["kernel"] == "gemm" and splits > 1 and \
+            config.split_k_reduce == "last_program"
+        assert "critical_path_error" not in row, (row["shape"], row["critical_path_error"])
+        assert row["launches_per_call"] == (2 if splits > 1 and not in_kernel and
+                                            config.split_k_reduce == "kernel" else 1)
+        others = row.get("critical_path_other_programs")
+        for path in (row["critical_path"], others or row["critical_path"]):
+            assert set(path) == CRITICAL_PATH, row["shape"]
+            assert path["instructions"] > 0 and path["global_round_trips"] >= 1, row["shape"]
+            assert path["busiest_simd_issue"] % path["instructions"] == 0, row["shape"]
+            assert path["busiest_simd_issue"] >= path["instructions"], row["shape"]
+        assert (others is not None) == in_kernel, row["shape"]
+        if in_kernel:
+            last = row["critical_path"]
+            assert others["global_round_trips"] < last["global_round_trips"], row["shape"]
+            assert others["instructions"] < last["instructions"], row["shape"]
+
+
+def test_every_kernel_row_carries_its_critical_path_and_the_table_prints_it_per_call(
+        isa_rows):
+    """Per call: launches, round trips per launch · LDS waits · barriers, the busiest-SIMD
+    issue of its launches together, and aiter's figures beside the benchmark shapes."""
+    _, rows, printed = isa_rows
+    _assert_critical_paths(rows)
+    section = printed.split("critical path of one program per call")[1].splitlines()[2:]
+    lines = {line.split()[0]: line for line in section if line.strip()}
+    assert set(lines) == {"x".join(map(str, shape)) for shape in GEMM_CONFIGS["gfx950"]}
+    for shape in GEMM_CONFIGS["gfx950"]:
+        call = [r for r in rows if tuple(r["shape"]) == shape]
+        paths = [r["critical_path"] for r in call]
+        trips = "+".join(str(p["global_round_trips"]) for p in paths)
+        line = lines["x".join(map(str, shape))]
+        assert f" {len(call)}  {trips if len(call) == 1 else f'({trips})'} · " \
+               f"{sum(p['lds_waits'] for p in paths)} · {sum(p['barriers'] for p in paths)} " \
+            in line, line
+        assert str(sum(p["busiest_simd_issue"] for p in paths)) in line.split(), line
+    assert lines["16x2112x7168"].endswith("2, (1+2) · 47 · 12, 2658")
+    assert lines["16x3072x1536"].split()[-1].isdigit()     # not a benchmark shape: no aiter
+
+
 BENCHMARK_SHAPES = [(4, 2880, 512), (16, 2112, 7168), (32, 4096, 512), (32, 2880, 512),
                     (64, 7168, 2048), (256, 3072, 1536)]
 
@@ -152,7 +203,7 @@ def test_the_hardware_quantizers_fast_path_spends_at_most_8_instructions_per_ele
     """With the hardware quantizer (gfx950's), on every benchmark shape's GEMM: what an
     ordinary tile runs (the slow path's instructions excluded) is at most 8 static instructions
     per A element per lane (the software recipe's fast path: about 23)."""
-    quantizer, rows = isa_rows
+    quantizer, rows, _ = isa_rows
     gemms = {tuple(r["shape"]): r for r in rows if r["kernel"] == "gemm"}
     bar = {"hardware": 8, "hardware-f32": 9}.get(quantizer, 30)
     for shape in BENCHMARK_SHAPES:
@@ -165,7 +216,8 @@ def test_the_hardware_quantizers_fast_path_spends_at_most_8_instructions_per_ele
 def test_every_import_time_candidate_compiles_without_spills_and_splits_release_ordered(
         tmp_path):
     """tools.isa --candidates: each gfx950 candidate of the tuner (the table's entry first),
-    every kernel, Triton 3.6.0; each in-kernel split-K reduce is release-ordered."""
+    every kernel, Triton 3.6.0; each in-kernel split-K reduce is release-ordered; every kernel
+    has no conversion hazard and a critical path."""
     from launchers.candidates import CANDIDATES
     from launchers.tuner import candidate_configs
     out = tmp_path / "candidates.json"
@@ -187,6 +239,7 @@ def test_every_import_time_candidate_compiles_without_spills_and_splits_release_
         assert row["scratch_bytes"] == 0 and row["vgpr_spills"] == 0, (row["shape"],
                                                                        row["config"])
         assert row["hazards"] == [], (row["shape"], row["config"], row["hazards"][:2])
+    _assert_critical_paths(rows)
 
 
 def test_sweep_has_narrow_tiles_with_fewer_warps_and_less_mfma_replication(tmp_path):
@@ -223,6 +276,10 @@ SYNTHETIC_ASM = """\t.file\t1 "{kernels}" "preshuffle_gemm.py"
 \t.loc\t1 125 10 ; preshuffle_gemm.py:125:10
 \tv_mfma_scale_f32_16x16x128_f8f6f4 a[0:3], v[0:7], v[8:15], a[0:3], v1, v2
 \ts_cbranch_scc1 .LBB0_1
+\t.loc\t3 {fast} 5 ; quantize.py:{fast}:5 @[ preshuffle_gemm.py:124:63 ]
+\tv_lshrrev_b32_e32 v1, 8, v1
+\t.loc\t1 {last} 5 ; preshuffle_gemm.py:{last}:5
+\tbuffer_load_dwordx4 v[0:3], v1, s[0:3], 0 offen
 \t.loc\t1 0 0 is_stmt 0 ; :0:0
 \ts_endpgm
 .Lfunc_end0:
@@ -234,43 +291,53 @@ from pathlib import Path
 import triton
 from launchers.configs import GemmConfig
 from tools import isa
+from tools.gfx950.assembly import k_loop, parse
 asm = Path(sys.argv[1]).read_text().format(kernels=isa.QUANTIZER_SOURCE.parent,
                                            library=Path(triton.__file__).parent / "language",
-                                           slow=isa.slow_path_lines()[0])
-instructions, labels, branches = isa.annotated_instructions(asm)
-body = isa.k_loop_body(instructions, labels, branches)
+                                           slow=isa.slow_path_lines()[0],
+                                           fast=isa.fast_path_lines()[0],
+                                           last=isa.last_program_lines()[0])
+program, project = parse(asm), isa._project_frame_resolver(asm)
+head, last = k_loop(program)
 print(json.dumps(dict(
-    quantizer=[name for name, source, _ in instructions if source == isa.QUANTIZER_SOURCE],
-    slow=[name for name, _, slow in instructions if slow],
-    body=[name for name, _, _ in body],
-    per_tile=isa.per_k_tile(asm, GemmConfig(16, 32, 256, num_warps=4), 1024))))
+    sides={str(flag): [isa.branch_side(project, flag)(i) for i in program.instructions]
+           for flag in (True, False)},
+    body=[i.mnemonic for i in program.instructions[head:last + 1]],
+    per_tile=isa.per_k_tile(program, project, GemmConfig(16, 32, 256, num_warps=4), 1024),
+    paths=isa.critical_paths(program, project, 4, 2, reduces_in_kernel=True))))
 """
 
 
-def test_quantizer_attribution_follows_the_innermost_project_frame(tmp_path):
+def test_quantizer_attribution_and_branch_sides_follow_the_inlining_chain(tmp_path):
     """An instruction inlined from Triton's library counts for the project frame that called it:
-    the quantizer's when that is kernels/quantize.py, the GEMM's when it is the GEMM."""
+    the quantizer's when that is kernels/quantize.py, the GEMM's when it is the GEMM. The
+    critical path's side of an instruction: "off" on the quantizer's slow path, "on" on its
+    fast path; on the last program's split-K reduce, "on" or "off" by the program walked."""
     asm = tmp_path / "synthetic.s"
     asm.write_text(SYNTHETIC_ASM)
     done = subprocess.run([sys.executable, "-c", ATTRIBUTE, str(asm)], cwd=ROOT, env=ENV,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout)
-    assert found["quantizer"] == ["v_max_f32_e32", "v_cvt_scalef32_pk_fp4_f32",
-                                  "v_cmp_u_f32_e32"]
-    # Called (through two frames) from a line of the slow branch of `if fast:`.
-    assert found["slow"] == ["v_cmp_u_f32_e32"]
+    # v_cmp_u_f32 is called (through two frames) from a line of the slow branch of `if fast:`.
+    assert found["sides"]["True"] == [None, None, None, "off", None, None, None, "on", "on",
+                                      None]
+    assert found["sides"]["False"] == found["sides"]["True"][:8] + ["off", None]
     assert found["body"] == ["v_max_f32_e32", "v_cvt_scalef32_pk_fp4_f32", "v_cmp_u_f32_e32",
                              "v_add_u32_e32", "v_mfma_scale_f32_16x16x128_f8f6f4",
                              "s_cbranch_scc1"]
     per_tile = found["per_tile"]
     assert per_tile["k_loop"] and per_tile["k_tile_instructions"] == 6
-    # 3 quantizer instructions (2 off the slow path) over 16*256 / (64*4) = 16 A elements
-    # per lane.
+    # 3 quantizer instructions (v_max, the conversion, v_cmp; 2 off the slow path) over
+    # 16*256 / (64*4) = 16 A elements per lane.
     assert per_tile["quantizer_instructions_per_element"] == round(3 / 16, 1)
     assert per_tile["fast_path_instructions_per_element"] == round(2 / 16, 1)
     # One 16x16x128 MFMA per wave, 4 waves, for a 16x32x256 tile: 4*32768 / 131072.
     assert per_tile["mfma_replication"] == 1.0
+    # 4 K tiles: the load, 4 passes of 6, the last 3; 2 waves on the busiest SIMD.
+    path = dict(instructions=28, global_round_trips=0, lds_waits=0, barriers=0,
+                busiest_simd_issue=56)
+    assert found["paths"] == dict(critical_path=path, critical_path_other_programs=path)
 
 
 def test_sm90_report_counts_the_quantizer_and_the_mma(tmp_path):

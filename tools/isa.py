@@ -22,10 +22,10 @@ kernel (split_k_reduce "last_program") carries "release_ordered": whether its as
 every wave's partial stores before the tile counter's atomic and the last program's loads
 after it (tools.release_order). Every gfx950 row carries "hazards" (the "hz" column counts
 them): each `v_cvt_scalef32_*` whose result the very next instruction reads, which gfx950 does
-not forward (tools.gfx950.hazards), with its line and the reader's. With --asm-dir, each row's assembly is written
-there and the row names its file ("asm"). --compare-tritons compiles the table with each
-release and both quantizers and prints a markdown table of them side by side. Runs offline on
-a CPU: no AMD GPU is involved.
+not forward (tools.gfx950.hazards), with its line and the reader's. With --asm-dir, each
+row's assembly is written there and the row names its file ("asm"). --compare-tritons
+compiles the table with each release and both quantizers and prints a markdown table of them
+side by side. Runs offline on a CPU: no AMD GPU is involved.
 
 Occupancy (CDNA3/4, wave64): 512 unified VGPRs per SIMD lane, allocated in granules of 8;
 160 KiB of LDS and 4 SIMDs per CU; at most 8 waves per SIMD. "waves_per_simd" is the estimate
@@ -50,6 +50,21 @@ instructions one wave runs per K tile) and:
 - "mfma_replication": the MFMA work the workgroup issues (static count x MFMA M*N*K x waves,
   scaled MFMAs or, where Triton lowers dot_scaled to them, bf16 ones) over the tile's
   BLOCK_M*BLOCK_N*BLOCK_K; 1 means no wave repeats another's products.
+
+Every gfx950 kernel row carries "critical_path": {"instructions", "global_round_trips",
+"lds_waits", "barriers", "busiest_simd_issue"}, the path of one wave from entry to s_endpgm on
+ordinary data (tools.gfx950.critical_path: the K loop runs the K tiles one program handles,
+less those peeled out of it; the quantizer's uniform branch takes its fast path, told by the
+.loc chains as above, its `if fast:` body against its `else`), and "launches_per_call". The
+busiest-SIMD issue is the path's instructions times the waves the busiest SIMD runs: the
+launch's workgroups dealt evenly over the 256 CUs, those that cannot be resident at once
+(occupancy) in rounds. A GEMM that reduces split-K in the kernel takes the `arrived ==
+SPLIT_K - 1` branch: "critical_path" is the last program's, "critical_path_other_programs"
+the others'. Code the walker cannot follow gives "critical_path_error" instead (and exit
+status 1). Except with --sweep, a second table gives per call (the GEMM and its reduce
+launch): launches, global round trips per launch · LDS waits · barriers, and the
+busiest-SIMD issue of its launches, with aiter's figures beside the benchmark shapes
+(AITER_CRITICAL_PATH).
 
 With --arch sm_90, per entry of the sm_90 table: the PTX instructions of the GEMM as
 configured and with A pre-quantized (the share of the in-register quantizer), the MMA
@@ -79,25 +94,33 @@ from kernels.quantize import QUANTIZERS      # noqa: E402
 from launchers.configs import GEMM_CONFIGS, GemmConfig  # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
 from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes, usage_error  # noqa: E402
+from tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files  # noqa: E402
+from tools.gfx950.critical_path import CUS, SIMDS_PER_CU, busiest_simd_waves, walk  # noqa: E402
 from tools.gfx950.hazards import conversion_hazards  # noqa: E402
 from tools.release_order import release_ordered  # noqa: E402
 from tools.cross_compile import (GFX950, ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
                                  compile_for, run_with_triton)
 
-CUS = 256
 LDS_PER_CU = 160 * 1024
-SIMDS_PER_CU = 4
 VGPRS_PER_SIMD_LANE = 512
 MAX_WAVES_PER_SIMD = 8
 WAVE = 64
 CVT = "v_cvt_scalef32_pk_fp4_"   # the quantizer instruction: _f32 or _bf16 sources
 QUANTIZER_SOURCE = ROOT / "kernels" / "quantize.py"
-_MNEMONIC = re.compile(r"^\s+([a-z][a-z0-9_]*)\b", re.MULTILINE)
+GEMM_SOURCE = ROOT / "kernels" / "preshuffle_gemm.py"
+# aiter's Triton gemm_a16wfp4_preshuffle (the same design: A quantized inside the GEMM,
+# preshuffled MXFP4 B) at the runner's aiter commit with aiter's own gfx950 configs, compiled
+# by Triton 3.6.0 and walked the way tools.gfx950.critical_path walks ours, per benchmark
+# shape: (global round trips per launch, LDS waits, barriers, busiest-SIMD issue).
+AITER_CRITICAL_PATH = {
+    (4, 2880, 512): ((2,), 11, 7, 2132),
+    (16, 2112, 7168): ((1, 2), 47, 12, 2658),
+    (32, 4096, 512): ((2,), 11, 7, 2132),
+    (32, 2880, 512): ((2,), 11, 7, 2132),
+    (64, 7168, 2048): ((8,), 48, 32, 6674),
+    (256, 3072, 1536): ((12,), 72, 48, 10340),
+}
 _SCALED_MFMA = re.compile(r"^v_mfma_scale_")
-_MFMA = re.compile(r"^v_mfma_(?:scale_)?[a-z0-9]+_(\d+)x(\d+)x(\d+)")
-_FILE = re.compile(r'^\s*\.file\s+\d+\s+"([^"]*)"\s+"([^"]*)"', re.MULTILINE)
-_FRAME = re.compile(r"([^\s:@\[\]]*):(\d+):\d+")
-_LABEL = re.compile(r"^(\.?\w+):")
 _PTX_INSTRUCTION = re.compile(r"^\s+(?:@!?%p\d+\s+)?([a-z][\w.]*)", re.MULTILINE)
 H200_SCHEDULERS = 132 * 4
 H200_CLOCK_GHZ = 1.98
@@ -108,12 +131,8 @@ def _metadata_int(amdgcn: str, key: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-def _code(amdgcn: str) -> str:
-    return amdgcn.split(".end_amdgpu_metadata")[0].split("amdhsa.kernels")[0].split(".Lfunc_end")[0]
-
-
-def instruction_counts(amdgcn: str) -> dict:
-    return dict(sorted(Counter(_MNEMONIC.findall(_code(amdgcn))).items()))
+def instruction_counts(program) -> dict:
+    return dict(sorted(Counter(i.mnemonic for i in program.instructions).items()))
 
 
 def waves_per_simd(vgprs: int, agprs: int, lds_bytes: int, num_warps: int) -> int:
@@ -133,15 +152,13 @@ def occupancy(allocated_vgprs: int, lds_bytes: int, num_warps: int, waves_per_eu
     return min(by_resources, waves_per_eu) if waves_per_eu else by_resources
 
 
-def _project_frame_resolver(amdgcn: str):
-    """basename -> its path, for the project's source files named by the .file directives;
+def _project_frame_resolver(amdgcn: str) -> dict:
+    """file name -> its path, for the project's source files named by the .file directives;
     None for Triton's own library files (the quantizer's calls of tl.max and the like)."""
     library = Path(triton.__file__).resolve().parent
-    paths = {}
-    for folder, name in _FILE.findall(amdgcn):
-        paths.setdefault(name, set()).add(Path(folder, name).resolve())
     resolved = {}
-    for name, found in paths.items():
+    for name, paths in source_files(amdgcn).items():
+        found = {Path(path).resolve() for path in paths}
         outside = {p for p in found if library not in p.parents}
         if outside and len(found) > 1:
             raise ValueError(f"source file name {name} is ambiguous in the assembly: "
@@ -150,81 +167,117 @@ def _project_frame_resolver(amdgcn: str):
     return resolved
 
 
+def _frames(instruction, project: dict) -> list:
+    """The instruction's inlining chain as (project source path or None, line), innermost
+    first."""
+    return [(project.get(name), line) for name, line in instruction.frames]
+
+
+def _branch_lines(path: Path, function: str, test) -> tuple:
+    """(lines of the body, lines of the else branch) of the first `if` in `function` of the
+    source file `path` whose test satisfies test(node)."""
+    tree = ast.parse(path.read_text())
+    defined = next(node for node in ast.walk(tree)
+                   if isinstance(node, ast.FunctionDef) and node.name == function)
+    branch = next(node for node in ast.walk(defined)
+                  if isinstance(node, ast.If) and test(node.test))
+    return tuple(range(part[0].lineno, part[-1].end_lineno + 1) if part else range(0)
+                 for part in (branch.body, branch.orelse))
+
+
+def _quantizer_branch(path: Path = QUANTIZER_SOURCE) -> tuple:
+    """(fast, slow) source lines of `if fast:` in quantize_tile_mxfp4."""
+    return _branch_lines(path, "quantize_tile_mxfp4",
+                         lambda test: isinstance(test, ast.Name) and test.id == "fast")
+
+
+def fast_path_lines(path: Path = QUANTIZER_SOURCE) -> range:
+    """The source lines of the quantizer's fast path: the body of `if fast:` in
+    quantize_tile_mxfp4 (what a tile of ordinary values runs)."""
+    return _quantizer_branch(path)[0]
+
+
 def slow_path_lines(path: Path = QUANTIZER_SOURCE) -> range:
     """The source lines of the quantizer's slow path: the `else` branch of `if fast:` in
     quantize_tile_mxfp4 (what a tile with a NaN, inf or extreme block amax runs)."""
-    tree = ast.parse(path.read_text())
-    function = next(node for node in ast.walk(tree)
-                    if isinstance(node, ast.FunctionDef) and node.name == "quantize_tile_mxfp4")
-    branch = next(node for node in ast.walk(function) if isinstance(node, ast.If)
-                  and isinstance(node.test, ast.Name) and node.test.id == "fast")
-    return range(branch.orelse[0].lineno, branch.orelse[-1].end_lineno + 1)
+    return _quantizer_branch(path)[1]
 
 
-def annotated_instructions(amdgcn: str) -> tuple:
-    """([(mnemonic, source path of the innermost project frame or None, on the quantizer's slow
-    path)], {label: index}, [(index, target label)] of the branches), in the kernel's code
-    order. An instruction is on the slow path when a frame of its chain is a line of it."""
-    code = _code(amdgcn)
-    project = _project_frame_resolver(amdgcn)
-    slow_lines = slow_path_lines()
-    instructions, labels, branches = [], {}, []
-    source, slow = None, False
-    for line in code.splitlines():
-        stripped = line.strip()
-        if stripped.startswith(".loc"):
-            chain = _FRAME.findall(line.split(";", 1)[1]) if ";" in line else []
-            source = next((project[name] for name, _ in chain if project.get(name)), None)
-            slow = any(project.get(name) == QUANTIZER_SOURCE and int(number) in slow_lines
-                       for name, number in chain)
-            continue
-        label = _LABEL.match(line)
-        if label:
-            labels[label.group(1)] = len(instructions)
-            continue
-        mnemonic = _MNEMONIC.match(line)
-        if mnemonic:
-            name = mnemonic.group(1)
-            if name.startswith(("s_branch", "s_cbranch")):
-                branches.append((len(instructions), stripped.split()[-1]))
-            instructions.append((name, source, slow))
-    return instructions, labels, branches
+def last_program_lines(path: Path = GEMM_SOURCE) -> range:
+    """The source lines only the last program of an output tile runs in a GEMM that reduces
+    split-K in the kernel: the body of `if arrived == SPLIT_K - 1:`."""
+    return _branch_lines(path, "preshuffle_gemm_kernel",
+                         lambda test: isinstance(test, ast.Compare)
+                         and isinstance(test.left, ast.Name) and test.left.id == "arrived")[0]
 
 
-def k_loop_body(instructions, labels, branches):
-    """The instructions of the innermost backward-branch region holding an MFMA (the K loop),
-    or None where the kernel has no such loop."""
-    loops = []
-    for at, target in branches:
-        start = labels.get(target)
-        if start is not None and start <= at:
-            body = instructions[start:at + 1]
-            if any(_MFMA.match(name) for name, _, _ in body):
-                loops.append(body)
-    return min(loops, key=len) if loops else None
+def branch_side(project: dict, last_program: bool = True):
+    """side(instruction) for tools.gfx950.critical_path.walk, from the inlining chain: "off" on
+    the quantizer's slow path, "on" on its fast path (ordinary data); on the last program's
+    split-K reduce, "on" for the last program, "off" for the others."""
+    fast, slow, last = fast_path_lines(), slow_path_lines(), last_program_lines()
+
+    def side(instruction):
+        frames = _frames(instruction, project)
+        if any(path == QUANTIZER_SOURCE and line in slow for path, line in frames):
+            return "off"
+        if any(path == GEMM_SOURCE and line in last for path, line in frames):
+            return "on" if last_program else "off"
+        if any(path == QUANTIZER_SOURCE and line in fast for path, line in frames):
+            return "on"
+        return None
+    return side
 
 
-def per_k_tile(amdgcn: str, config, k: int) -> dict:
+def k_tiles_per_program(config, k: int) -> int:
+    return formats.cdiv(config.splits_for(k)[1], config.block_k)
+
+
+def per_k_tile(program, project: dict, config, k: int) -> dict:
     """Quantizer instructions per A element per lane, and MFMA replication, per K tile."""
-    instructions, labels, branches = annotated_instructions(amdgcn)
-    body = k_loop_body(instructions, labels, branches)
-    k_tiles = 1 if body is not None else formats.cdiv(config.splits_for(k)[1], config.block_k)
-    body = instructions if body is None else body
+    loop = k_loop(program)
+    body = program.instructions if loop is None else program.instructions[loop[0]:loop[1] + 1]
+    k_tiles = 1 if loop is not None else k_tiles_per_program(config, k)
     elements_per_lane = config.block_m * config.block_k / (WAVE * config.num_warps)
-    quantizer = sum(source == QUANTIZER_SOURCE for _, source, _ in body)
-    fast = sum(source == QUANTIZER_SOURCE and not slow for _, source, slow in body)
-    mfma_work = 0
-    for name, _, _ in body:
-        size = _MFMA.match(name)
+    slow_lines = slow_path_lines()
+    quantizer = fast = mfma_work = 0
+    for instruction in body:
+        frames = _frames(instruction, project)
+        if next((path for path, _ in frames if path), None) == QUANTIZER_SOURCE:
+            quantizer += 1
+            fast += not any(path == QUANTIZER_SOURCE and line in slow_lines
+                            for path, line in frames)
+        size = mfma_shape(instruction.mnemonic)
         if size:
-            mfma_work += int(size.group(1)) * int(size.group(2)) * int(size.group(3))
+            mfma_work += size[0] * size[1] * size[2]
     needed = config.block_m * config.block_n * config.block_k
-    per_element = quantizer / k_tiles / elements_per_lane
-    fast_per_element = fast / k_tiles / elements_per_lane
-    return dict(k_loop=body is not instructions, k_tile_instructions=round(len(body) / k_tiles, 1),
-                quantizer_instructions_per_element=round(per_element, 1),
-                fast_path_instructions_per_element=round(fast_per_element, 1),
+    lane_elements = k_tiles * elements_per_lane
+    return dict(k_loop=loop is not None,
+                k_tile_instructions=round(len(body) / k_tiles, 1),
+                quantizer_instructions_per_element=round(quantizer / lane_elements, 1),
+                fast_path_instructions_per_element=round(fast / lane_elements, 1),
                 mfma_replication=round(mfma_work * config.num_warps / k_tiles / needed, 2))
+
+
+def critical_paths(program, project: dict, k_tiles: int, waves_on_busiest_simd: int,
+                   reduces_in_kernel: bool) -> dict:
+    """{"critical_path": {instructions, global_round_trips, lds_waits, barriers,
+    busiest_simd_issue}} of one wave on ordinary data (tools.gfx950.critical_path); a GEMM that
+    reduces split-K in the kernel: the last program's, and "critical_path_other_programs"."""
+    def figures(last_program):
+        path = walk(program, branch_side(project, last_program), k_tiles)
+        return dict(path._asdict(), busiest_simd_issue=waves_on_busiest_simd * path.instructions)
+    found = dict(critical_path=figures(True))
+    if reduces_in_kernel:
+        found["critical_path_other_programs"] = figures(False)
+    return found
+
+
+def _asm_name(shape, kernel: str, quantizer: str, config) -> str:
+    label = re.sub(r"[^\w.]+", "-", config.label).replace(".", "")
+    nonkdim = f"-n{config.matrix_instr_nonkdim}" if config.matrix_instr_nonkdim != 16 else ""
+    reduce = f"-r{config.reduce_block_m}x{config.reduce_block_n}" if kernel == "reduce" else ""
+    return f"{'x'.join(map(str, shape))}-{kernel}-{quantizer}-{label}{nonkdim}{reduce}.s"
 
 
 def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
@@ -237,6 +290,7 @@ def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
         row["error"] = f"{type(error).__name__}: {error}".strip().splitlines()[0][:300]
         return row
     amdgcn = compiled.asm["amdgcn"]
+    program, project = parse(amdgcn), _project_frame_resolver(amdgcn)
     vgprs, agprs = _metadata_int(amdgcn, "vgpr_count"), _metadata_int(amdgcn, "agpr_count")
     lds = compiled.metadata.shared + _metadata_int(amdgcn, "group_segment_fixed_size")
     num_warps = spec.options["num_warps"]
@@ -251,17 +305,22 @@ def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
         allocated_vgprs=allocated,
         occupancy=occupancy(allocated, lds, num_warps, spec.options.get("waves_per_eu", 0)),
         workgroups=workgroups, cu_coverage=round(workgroups / CUS, 3),
-        counts=instruction_counts(amdgcn), hazards=conversion_hazards(amdgcn))
-    if spec.name == "gemm":
-        row.update(per_k_tile(amdgcn, config, k))
-        if config.splits_for(k)[0] > 1 and config.split_k_reduce == "last_program":
-            row["release_ordered"] = release_ordered(amdgcn)
+        counts=instruction_counts(program), hazards=conversion_hazards(amdgcn))
+    gemm = spec.name == "gemm"
+    reduces_in_kernel = (gemm and config.splits_for(k)[0] > 1
+                         and config.split_k_reduce == "last_program")
+    if gemm:
+        row.update(per_k_tile(program, project, config, k))
+    if reduces_in_kernel:
+        row["release_ordered"] = release_ordered(amdgcn)
+    waves = busiest_simd_waves(workgroups, num_warps, row["occupancy"])
+    try:
+        row.update(critical_paths(program, project, k_tiles_per_program(config, k) if gemm else 1,
+                                  waves, reduces_in_kernel))
+    except ValueError as error:   # the walker cannot follow this code: reported, not guessed
+        row["critical_path_error"] = str(error)
     if asm_dir is not None:
-        c = config
-        name = (f"{m}x{n}x{k}-{spec.name}-{row['quantizer']}-{c.block_m}x{c.block_n}x{c.block_k}"
-                f"-s{c.split_k}-w{c.num_warps}-st{c.num_stages}-wpe{c.waves_per_eu}"
-                f"-n{c.matrix_instr_nonkdim}{(c.cache_modifier or '').replace('.', '-')}.s")
-        path = Path(asm_dir) / name
+        path = Path(asm_dir) / _asm_name(shape, spec.name, quantizer, config)
         path.write_text(amdgcn)
         row["asm"] = str(path)
     return row
@@ -270,8 +329,10 @@ def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
 def report(arch: str, quantizer: str, asm_dir=None) -> list:
     rows = []
     for (m, n, k), config in GEMM_CONFIGS[arch].items():
-        for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer):
-            rows.append(resource_row((m, n, k), config, spec, quantizer, asm_dir))
+        specs = launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer)
+        for spec in specs:
+            rows.append(dict(resource_row((m, n, k), config, spec, quantizer, asm_dir),
+                             launches_per_call=len(specs)))
             print(f"tools.isa: compiled {m}x{n}x{k} {spec.name}", file=sys.stderr, flush=True)
     return rows
 
@@ -285,9 +346,10 @@ def candidates_report(quantizer: str, asm_dir=None) -> list:
     for m, n, k in CANDIDATES["gfx950"]:
         configs = candidate_configs("gfx950", (m, n, k))
         for index, config in enumerate(configs):
-            for spec in launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer):
+            specs = launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer)
+            for spec in specs:
                 rows.append(dict(resource_row((m, n, k), config, spec, quantizer, asm_dir),
-                                 candidate=index))
+                                 candidate=index, launches_per_call=len(specs)))
             print(f"tools.isa: compiled {m}x{n}x{k} candidate {index + 1}/{len(configs)}",
                   file=sys.stderr, flush=True)
     return rows
@@ -299,8 +361,9 @@ def sweep(shapes, quantizer: str, asm_dir=None) -> list:
     for m, n, k in shapes:
         candidates = tile_candidates("gfx950", m, n, k, CUS)
         for index, config in enumerate(candidates):
-            spec = launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer)[0]
-            rows.append(resource_row((m, n, k), config, spec, quantizer, asm_dir))
+            specs = launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer)
+            rows.append(dict(resource_row((m, n, k), config, specs[0], quantizer, asm_dir),
+                             launches_per_call=len(specs)))
             print(f"tools.isa: compiled {m}x{n}x{k} candidate {index + 1}/{len(candidates)}",
                   file=sys.stderr, flush=True)
     return rows
@@ -434,6 +497,67 @@ def format_table(rows) -> str:
     return "\n".join(lines)
 
 
+def per_call(rows) -> list:
+    """The rows of one call of each config (its GEMM row and the reduce row after it) summed
+    up: [{"shape", "config", "candidate" (None for the table), "launches", "global_round_trips"
+    (per launch), "lds_waits", "barriers", "busiest_simd_issue", "others" (the other programs'
+    (round trips, LDS waits, barriers) where split-K is reduced in the kernel, else None)}].
+    Rows whose critical path is missing (a compile error) leave their call out."""
+    calls = []
+    for row in rows:
+        if row["kernel"] == "gemm":
+            calls.append([row])
+        elif calls and calls[-1][0]["shape"] == row["shape"]:
+            calls[-1].append(row)
+    found = []
+    for call in calls:
+        if any("critical_path" not in row for row in call):
+            continue
+        paths = [row["critical_path"] for row in call]
+        others = call[0].get("critical_path_other_programs")
+        found.append(dict(
+            shape=tuple(call[0]["shape"]), config=call[0]["config"],
+            candidate=call[0].get("candidate"), launches=len(call),
+            global_round_trips=[p["global_round_trips"] for p in paths],
+            lds_waits=sum(p["lds_waits"] for p in paths),
+            barriers=sum(p["barriers"] for p in paths),
+            busiest_simd_issue=sum(p["busiest_simd_issue"] for p in paths),
+            others=others and (others["global_round_trips"], others["lds_waits"],
+                               others["barriers"])))
+    return found
+
+
+def _trips(per_launch) -> str:
+    return str(per_launch[0]) if len(per_launch) == 1 else f"({'+'.join(map(str, per_launch))})"
+
+
+def format_critical_paths(rows) -> str:
+    """Per call: launches; global round trips · LDS waits · barriers of one program's critical
+    path; busiest-SIMD issue; aiter's figures beside the benchmark shapes."""
+    lines = ["critical path of one program per call (tools.gfx950.critical_path): launches, "
+             "global round trips · LDS waits · barriers (split-K reduced in the kernel: the last "
+             "program; the others in brackets), busiest-SIMD issue; aiter's "
+             "gemm_a16wfp4_preshuffle beside",
+             f"{'shape':<16} {'config':<40} {'launches':>8}  {'RT · LDS · barriers':<36} "
+             f"{'issue':>6}   aiter"]
+    shown = set()
+    for call in per_call(rows):
+        candidate = "" if call["candidate"] is None else f"#{call['candidate']} "
+        path = (f"{_trips(call['global_round_trips'])} · {call['lds_waits']} · "
+                f"{call['barriers']}")
+        if call["others"]:
+            path += " (others {} · {} · {})".format(*call["others"])
+        aiter = None if call["shape"] in shown else AITER_CRITICAL_PATH.get(call["shape"])
+        shown.add(call["shape"])
+        aiter_text = "" if aiter is None else (
+            f"{len(aiter[0])}, {_trips(aiter[0])} · {aiter[1]} · {aiter[2]}, {aiter[3]}")
+        lines.append(f"{'x'.join(map(str, call['shape'])):<16} "
+                     f"{candidate + GemmConfig(**call['config']).label:<40} "
+                     f"{call['launches']:>8}  {path:<36} {call['busiest_simd_issue']:>6}   "
+                     f"{aiter_text}".rstrip())
+    return "\n".join(lines)
+
+
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
@@ -507,6 +631,9 @@ def main(argv=None):
         else:
             rows = report(args.arch, args.quantizer, args.asm_dir)
         print(format_table(rows))
+        if not sweep_shapes:    # a sweep compiles the GEMMs alone, not whole calls
+            print()
+            print(format_critical_paths(rows))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
@@ -514,7 +641,11 @@ def main(argv=None):
     for row in failed:
         print(f"tools.isa: {'x'.join(map(str, row['shape']))} {row['kernel']} does not compile "
               f"with Triton {row['triton']}: {row['error']}", file=sys.stderr)
-    return 1 if failed else 0
+    unwalked = [row for row in rows if "critical_path_error" in row]
+    for row in unwalked:
+        print(f"tools.isa: {'x'.join(map(str, row['shape']))} {row['kernel']}: no critical path: "
+              f"{row['critical_path_error']}", file=sys.stderr)
+    return 1 if failed or unwalked else 0
 
 
 if __name__ == "__main__":

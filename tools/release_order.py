@@ -12,20 +12,17 @@ release-ordered (they have no in-kernel reduce).
 
 import re
 
-_INSTRUCTION = re.compile(r"^\s+([a-z][a-z0-9_]*)(.*)$")
+from tools.gfx950.assembly import parse
+
 _STORE = re.compile(r"^(buffer|global)_store")
 _COUNTER_ATOMIC = re.compile(r"^(buffer|global)_atomic_add$")
 _CONTROL = re.compile(r"^s_cbranch|^s_and_saveexec|^s_or_saveexec|^s_setpc")
 
 
 def _instructions(amdgcn: str) -> list:
-    code = amdgcn.split("amdhsa.kernels")[0]
-    found = []
-    for line in code.splitlines():
-        match = _INSTRUCTION.match(line.split(";")[0])
-        if match and not match.group(1).startswith("s_nop"):
-            found.append((match.group(1), match.group(2).strip()))
-    return found
+    """[(mnemonic, operands text)] in program order, s_nop left out."""
+    return [(i.mnemonic, ", ".join(i.operands)) for i in parse(amdgcn).instructions
+            if not i.mnemonic.startswith("s_nop")]
 
 
 def _is_returning_atomic(name, operands) -> bool:

@@ -13,9 +13,9 @@ directives and comments between them do not count as instructions; an `s_nop` do
 
 import re
 
+from tools.gfx950.assembly import parse, registers
+
 CONVERSION = "v_cvt_scalef32_"
-_INSTRUCTION = re.compile(r"^\s+([a-z][a-z0-9_]*)(.*)$")
-_VGPRS = re.compile(r"\bv(?:(\d+)\b|\[(\d+):(\d+)\])")
 # Instructions whose first operand is a VGPR they write; every other first operand is read
 # (stores' addresses and data, s_* operands, v_cmp's SGPR destination holds no VGPR anyway).
 _WRITES_FIRST_OPERAND = re.compile(r"^(v_|ds_read|ds_load|buffer_load|global_load|flat_load|"
@@ -24,29 +24,7 @@ _WRITES_FIRST_OPERAND = re.compile(r"^(v_|ds_read|ds_load|buffer_load|global_loa
 _KEEPS_PART_OF_DESTINATION = re.compile(r"^v_cvt_scalef32_(?:sr_)?(?:pk_)?(?:fp4|fp8|bf8)")
 
 
-def registers(text: str) -> set:
-    """The VGPR numbers an operand text names: v7 -> {7}, v[4:6] -> {4, 5, 6}."""
-    found = set()
-    for single, first, last in _VGPRS.findall(text):
-        found.update([int(single)] if single else range(int(first), int(last) + 1))
-    return found
-
-
-def _operands(rest: str) -> list:
-    return [part.strip() for part in rest.split(";", 1)[0].split(",") if part.strip()]
-
-
-def instructions(amdgcn: str) -> list:
-    """[(line number, mnemonic, operand texts)] of the instructions, in program order."""
-    found = []
-    for number, line in enumerate(amdgcn.splitlines(), start=1):
-        match = _INSTRUCTION.match(line)
-        if match and not line.lstrip().startswith((".", ";")):
-            found.append((number, match.group(1), _operands(match.group(2))))
-    return found
-
-
-def read_registers(mnemonic: str, operands: list) -> set:
+def read_registers(mnemonic: str, operands) -> set:
     """The VGPRs an instruction reads."""
     if not operands:
         return set()
@@ -60,15 +38,12 @@ def read_registers(mnemonic: str, operands: list) -> set:
 def conversion_hazards(amdgcn: str) -> list:
     """[{"line", "instruction", "next_line", "next_instruction"}] for each conversion whose
     result the next instruction reads."""
-    listed = instructions(amdgcn)
-    lines = amdgcn.splitlines()
+    listed = parse(amdgcn).instructions
     hazards = []
-    for (line, mnemonic, operands), (next_line, next_mnemonic, next_operands) in zip(
-            listed, listed[1:]):
-        if not mnemonic.startswith(CONVERSION) or not operands:
+    for conversion, reader in zip(listed, listed[1:]):
+        if not conversion.mnemonic.startswith(CONVERSION) or not conversion.operands:
             continue
-        if registers(operands[0]) & read_registers(next_mnemonic, next_operands):
-            hazards.append(dict(line=line, instruction=lines[line - 1].strip(),
-                                next_line=next_line,
-                                next_instruction=lines[next_line - 1].strip()))
+        if registers(conversion.operands[0]) & read_registers(reader.mnemonic, reader.operands):
+            hazards.append(dict(line=conversion.line, instruction=conversion.text,
+                                next_line=reader.line, next_instruction=reader.text))
     return hazards
