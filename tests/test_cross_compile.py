@@ -157,8 +157,8 @@ def _assert_critical_paths(rows):
         in_kernel = row["kernel"] == "gemm" and splits > 1 and \
             config.split_k_reduce == "last_program"
         assert "critical_path_error" not in row, (row["shape"], row["critical_path_error"])
-        assert row["launches_per_call"] == (2 if splits > 1 and not in_kernel and
-                                            config.split_k_reduce == "kernel" else 1)
+        assert row["launches_per_call"] == (
+            2 if splits > 1 and config.split_k_reduce == "kernel" else 1)
         others = row.get("critical_path_other_programs")
         for path in (row["critical_path"], others or row["critical_path"]):
             assert set(path) == CRITICAL_PATH, row["shape"]
