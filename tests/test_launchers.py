@@ -325,11 +325,11 @@ def test_a_device_without_an_index_is_the_current_one(monkeypatch):
     assert launchers._gpu("cuda:1") == torch.device("cuda", 1)
 
 
-def test_m_zero_needs_no_launcher(monkeypatch):
+def test_m_zero_needs_no_launcher(monkeypatch, device):
     monkeypatch.setattr(launchers, "launcher_for", None)   # calling it would fail
-    a = torch.empty((0, 256), dtype=torch.bfloat16)
-    b = torch.empty((64, 128), dtype=torch.uint8)
-    s = torch.empty((256, 8), dtype=torch.uint8)
+    a = torch.empty((0, 256), dtype=torch.bfloat16, device=device)
+    b = torch.empty((64, 128), dtype=torch.uint8, device=device)
+    s = torch.empty((256, 8), dtype=torch.uint8, device=device)
     out = launchers.mxfp4_gemm(a, b, s)
     assert out.shape == (0, 64) and out.dtype == torch.bfloat16 and out.device == a.device
 
