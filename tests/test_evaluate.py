@@ -523,3 +523,127 @@ def test_make_row_has_a_ratio_only_with_stats_and_a_baseline():
         dict(m=4, n=64, k=512, seed=1), True, "", stats), evaluate.make_row(
         dict(m=4, n=2880, k=512, seed=1), False, "x")])
     assert (summary["shapes"], summary["baseline_shapes"]) == (2, 1)
+
+
+# ----------------------------------------------------------------------------- a mode's verdict
+# run_mode's decisions on the child's messages: a fatal error counts once however the process
+# then exits, an exit code alone fails the run, fewer results than shapes fail it (when nothing
+# else did), the missing-module hint only for a file imported alone; and the child's timed
+# loop: a warm-up on the first shape, benchmark timing one input, leaderboard a fresh seed
+# (LEADERBOARD_SEED_STEP apart) checked after every timed call, the first failing shape ending
+# the run.
+
+def run_mode_with(monkeypatch, messages, specs=2):
+    shapes = evaluate.parse_shapes(["4,64,256,7", "8,64,256,9"][:specs])
+
+    def fake_child(*args):
+        yield from messages
+    monkeypatch.setattr(evaluate, "run_child", fake_child)
+    args = evaluate._build_parser().parse_args(["test"])
+    return evaluate.run_mode(args, "test", shapes, {})
+
+
+READY = {"type": "ready", "submission_file": "s.py", "import_s": 0.5, "device": "cpu",
+         "l2_bytes": 0, "isolated": True}
+
+
+def result(index, ok=True, message=""):
+    return {"type": "result", "index": index, "ok": ok, "message": message, "seconds": 1.25}
+
+
+def test_a_fatal_error_counts_once_and_hints_at_imports_when_alone(monkeypatch, capsys):
+    fatal = {"type": "fatal", "message": "ModuleNotFoundError: No module named 'kernels'"}
+    outcome = run_mode_with(monkeypatch, [READY, fatal, {"type": "exit", "code": 1}])
+    out = capsys.readouterr().out
+    assert outcome["code"] == 1 and out.count("FAIL: the submission process failed:\n") == 1
+    assert "exited with code" not in out
+    assert "must not import the project's packages" in out
+    assert "0 passed, 0 failed, 2 not run; FAIL: the submission process failed" in out
+    run_mode_with(monkeypatch, [dict(READY, isolated=False), fatal])
+    assert "must not import" not in capsys.readouterr().out
+
+
+def test_an_exit_code_alone_fails_the_run(monkeypatch, capsys):
+    outcome = run_mode_with(monkeypatch, [READY, result(0), result(1),
+                                          {"type": "exit", "code": 3}])
+    out = capsys.readouterr().out
+    assert outcome["code"] == 1 and "exited with code 3" in out
+    assert "2 passed, 0 failed; FAIL" in out
+
+
+def test_missing_results_fail_the_run(monkeypatch, capsys):
+    outcome = run_mode_with(monkeypatch, [READY, result(0)])
+    out = capsys.readouterr().out
+    assert outcome["code"] == 1 and "FAIL: only 1 of 2 shapes reported" in out
+    assert "1 passed, 0 failed, 1 not run" in out
+    assert run_mode_with(monkeypatch, [READY, result(0), result(1)])["code"] == 0
+    out = capsys.readouterr().out
+    assert "pass (1.2 s)" in out and "2 passed, 0 failed\n" in out and "not run" not in out
+
+
+def test_a_failed_shape_is_named_with_its_message(monkeypatch, capsys):
+    outcome = run_mode_with(monkeypatch, [READY, result(0, False, "off by 2"), result(1)])
+    out = capsys.readouterr().out
+    assert outcome["code"] == 1 and ": FAIL off by 2" in out and "1 passed, 1 failed" in out
+    assert "alone (as on the runner) in 0.5 s; device: cpu" in out
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """CUDA calls of the timed loop made harmless on the CPU; each event pair 2 µs apart."""
+    class Event:
+        clock = [0.0]
+
+        def __init__(self, enable_timing):
+            self.at = None
+
+        def record(self):
+            Event.clock[0] += 0.001
+            self.at = Event.clock[0]
+
+        def elapsed_time(self, end):
+            return 0.002
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    real_randn = torch.randn
+    monkeypatch.setattr(torch, "randn", lambda *a, **k: real_randn(1))
+
+
+@pytest.mark.parametrize("mode", ["benchmark", "leaderboard"])
+def test_the_timed_loop_checks_fresh_seeds_in_leaderboard_mode_only(fake_child, fake_gpu,
+                                                                     monkeypatch, mode):
+    run, seen = fake_child
+    step = evaluate.LEADERBOARD_SEED_STEP
+    monkeypatch.setattr(evaluate, "MIN_CALLS", 10 ** 6)    # the call cap alone stops the loop
+    calls = []
+
+    def kernel(data):
+        calls.append(float(data[0][0, 0]))
+        return data[0] + 1
+    run([], kernel)                                          # installs the fake modules
+    got = []
+    job = dict(workdir=str(evaluate.ROOT), root=str(evaluate.ROOT), isolated=False, mode=mode,
+               specs=[dict(m=2, n=16, k=4, seed=3)], clear_bytes=4, max_wall_s=1e9, max_calls=3)
+    evaluate._child_run(job, lambda kind, **fields: got.append((kind, fields)))
+    assert [kind for kind, _ in got] == ["ready", "warmup", "result"]
+    assert got[1][1]["stats"]["n"] == 3
+    assert got[2][1]["ok"] and got[2][1]["stats"]["n"] == 3
+    assert got[2][1]["stats"]["mean"] == pytest.approx(2.0)
+    assert calls[:4] == [3.0] * 4                            # warm-up: one checked, 3 timed
+    fresh = [3.0 + step * i for i in (1, 2, 3)]
+    assert calls[4:] == [3.0] + (fresh if mode == "leaderboard" else [3.0] * 3)
+    checked = [float(a[0, 0]) for a in seen]
+    assert checked == [3.0, 3.0] + (fresh if mode == "leaderboard" else [])
+
+
+def test_the_first_failing_shape_ends_a_timed_run(fake_child, fake_gpu):
+    run, _ = fake_child
+    run([], lambda data: data[0])                            # wrong: installs the fakes
+    got = []
+    job = dict(workdir=str(evaluate.ROOT), root=str(evaluate.ROOT), isolated=False,
+               mode="benchmark", specs=[dict(m=2, n=16, k=4, seed=3), dict(m=2, n=16, k=4, seed=5)],
+               clear_bytes=4, max_wall_s=1e9, max_calls=2)
+    evaluate._child_run(job, lambda kind, **fields: got.append((kind, fields)))
+    assert [kind for kind, _ in got] == ["ready", "warmup", "result"]
+    assert got[1][1]["stats"] is None and got[1][1]["message"] == "off by something"
+    assert not got[2][1]["ok"] and got[2][1]["stats"] is None
