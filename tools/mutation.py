@@ -1,6 +1,7 @@
 """Mutation testing of the suite: how many seeded one-line bugs do the tests catch?
 
-    python -m tools.mutation [--workers 2] [--root PATH] [--only GLOB] [--no-kernels]
+    python -m tools.mutation [--workers 2] [--sample 300] [--budget-s 1800] [--only GLOB]
+                             [--root PATH] [--no-kernels] [--keep]
 
 Runs in a copy of the tree (the files git tracks or would track, taken from --root, default
 this checkout), never in the tree itself:
@@ -22,6 +23,7 @@ import fnmatch
 import json
 import os
 import random
+import signal
 import shutil
 import subprocess
 import sys
@@ -35,6 +37,7 @@ EQUIVALENT_FILE = ROOT / "mutation" / "equivalent.toml"
 KERNEL_MUTANTS_FILE = ROOT / "mutation" / "kernel_mutants.toml"
 KERNEL_TEST_TIMEOUT_S = 600
 DEFAULT_SAMPLE = 300
+DEFAULT_BUDGET_S = 1800.0
 # mutmut's exit codes per mutant (mutmut.stats.status_by_exit_code), the kills and the timeouts
 KILLED_CODES = {1, 3, 24, -24, 152, 255, 36}
 SURVIVED_CODES = {0, 5, 33}
@@ -114,11 +117,18 @@ def load_equivalents(path: Path) -> dict:
     return {(entry["function"], entry["change"].strip()): entry["reason"] for entry in entries}
 
 
-def _mutmut(tree: Path, workers: int, names: list, log) -> None:
+def _mutmut(tree: Path, workers: int, names: list, log, deadline=None) -> None:
+    """mutmut run in tree; interrupted (it keeps what it has) at the deadline (monotonic s)."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
     log.flush()
-    subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(workers), *names],
-                   cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT, check=False)
+    process = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children",
+                                str(workers), *names], cwd=tree, env=env, stdout=log,
+                               stderr=subprocess.STDOUT)
+    try:
+        process.wait(None if deadline is None else max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        process.wait()
     text = Path(log.name).read_text(errors="replace")
     for failure in ("failed to collect stats", "Failed to run clean test"):
         if failure in text:
@@ -135,17 +145,18 @@ def _results(tree: Path, log) -> dict:
     return {name: tuple(value) for name, value in json.loads(listed.stdout).items()}
 
 
-def run_mutmut(tree: Path, workers: int, only: str, sample: int, log) -> dict:
+def run_mutmut(tree: Path, workers: int, only: str, sample: int, log, deadline=None) -> dict:
     """{mutant: (exit code, diff)} after mutmut ran in tree: every mutant matching `only`
-    (a glob; all when empty), or a fixed random sample of `sample` of them."""
+    (a glob; all when empty), or a fixed random sample of `sample` of them; those the deadline
+    left unrun have exit code None."""
     if not sample:
-        _mutmut(tree, workers, [only] if only else [], log)
+        _mutmut(tree, workers, [only] if only else [], log, deadline)
         return _results(tree, log)
     _mutmut(tree, workers, [NO_MUTANT], log)    # generates the mutants and the test map only
     names = sorted(name for name in _results(tree, log) if fnmatch.fnmatch(name, only or "*"))
     chosen = random.Random(SAMPLE_SEED).sample(names, min(sample, len(names)))
     print(f"tools.mutation: {len(chosen)} of {len(names)} mutants sampled", file=log, flush=True)
-    _mutmut(tree, workers, chosen, log)
+    _mutmut(tree, workers, chosen, log, deadline)
     results = _results(tree, log)
     return {name: results[name] for name in chosen}
 
@@ -180,7 +191,8 @@ def summarize(results: dict, kernel_results: dict, equivalents: dict, wall_s: fl
     """(summary lines, score in %)."""
     killed = sum(code in KILLED_CODES for code, _ in results.values())
     survivors = {name: diff for name, (code, diff) in results.items() if code in SURVIVED_CODES}
-    other = len(results) - killed - len(survivors)
+    not_run = sum(code is None for code, _ in results.values())
+    other = len(results) - killed - len(survivors) - not_run
     equivalent = {name for name, diff in survivors.items()
                   if (function_of(name), changed_line(diff)) in equivalents}
     kernel_killed = sum(v == "killed" for v in kernel_results.values())
@@ -191,7 +203,8 @@ def summarize(results: dict, kernel_results: dict, equivalents: dict, wall_s: fl
     score = 100.0 * caught / max(1, caught + alive)
     lines = [f"mutants: {len(results)} (mutmut) + {len(kernel_results)} (kernels)",
              f"killed: {caught} (kernels {kernel_killed}), survived: {alive}, "
-             f"equivalent: {len(equivalent)}, other (suspicious/segfault/skipped): {other}"
+             f"equivalent: {len(equivalent)}, not run (budget): {not_run}, "
+             f"other (suspicious/segfault/skipped): {other}"
              + (f", stale kernel mutants: {', '.join(stale)}" if stale else ""),
              f"score: {score:.1f} % of non-equivalent mutants killed",
              f"wall time: {wall_s:.0f} s",
@@ -214,6 +227,10 @@ def main(argv=None) -> int:
     parser.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
                         help=f"run a fixed random sample of this many mutmut mutants (default "
                              f"{DEFAULT_SAMPLE}; 0: all of them, about 4,700, hours on 2 cores)")
+    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                        help=f"stop mutmut after this many seconds, keeping what ran (default "
+                             f"{DEFAULT_BUDGET_S:.0f}; the slowest mutants, which run last, are "
+                             f"reported not run)")
     parser.add_argument("--no-kernels", action="store_true", help="skip the kernel mutants")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args(argv)
@@ -233,7 +250,8 @@ def main(argv=None) -> int:
         use_config_of_this_checkout(tree)
     print(f"tools.mutation: working in {work} (log {log_path})", flush=True)
     with open(log_path, "w") as log:
-        results = run_mutmut(tree, args.workers, args.only, args.sample, log)
+        results = run_mutmut(tree, args.workers, args.only, args.sample, log,
+                             started + args.budget_s)
         kernel_mutants = [] if args.only or args.no_kernels else \
             tomllib.loads(KERNEL_MUTANTS_FILE.read_text())["mutant"]
         kernel_results = run_kernel_mutants(root, work, kernel_mutants, log)
