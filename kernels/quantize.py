@@ -320,9 +320,11 @@ def _largest_outside(outside, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
     largest = tl.max(tl.gather(spread, tl.arange(0, PASS_ROWS * WAVES_K), 0))
     if HARDWARE and not INTERPRETED:
         # Equal in every lane; v_readfirstlane says so to LLVM (a scalar register), which
-        # then branches on it with a scalar branch, not under an exec mask.
-        largest = tl.inline_asm_elementwise("v_readfirstlane_b32 $0, $1", "=s,v", [largest],
-                                            dtype=tl.uint32, is_pure=True, pack=1)
+        # then branches on it with a scalar branch, not under an exec mask. gfx940+ needs a
+        # wait state between a VALU write of a VGPR and v_readfirstlane reading it; LLVM adds
+        # one before its own readfirstlane but not inside an asm string: hence the s_nop 0.
+        largest = tl.inline_asm_elementwise("s_nop 0\n\tv_readfirstlane_b32 $0, $1", "=s,v",
+                                            [largest], dtype=tl.uint32, is_pure=True, pack=1)
     return largest
 
 
