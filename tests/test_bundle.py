@@ -97,26 +97,25 @@ def _tree_copy(tmp_path):
     return copy
 
 
-def test_forbidden_word_fails_the_build_naming_module_and_line(tmp_path):
+@pytest.mark.parametrize("module, appended, message", [
+    ("kernels.formats", "NOTE = 'a " + "STR" + "EAM of bytes'",
+     "contains the word the runner forbids"),
+    ("launchers.bypass", "LETTER = " + "ch" + "r(115)", r"calls chr\(\)"),
+])
+def test_a_refused_source_line_fails_the_build_naming_file_and_line(module, appended, message,
+                                                                   tmp_path):
     copy = _tree_copy(tmp_path)
-    formats_py = copy / "kernels" / "formats.py"
-    line = len(formats_py.read_text().splitlines()) + 2
-    with open(formats_py, "a") as f:
-        f.write("\nNOTE = 'a " + "STR" + "EAM of bytes'\n")
-    with pytest.raises(BundleError, match=rf"kernels/formats.py \(module kernels.formats\) "
-                                          rf"line {line}: contains the word the runner forbids"):
+    path = copy.joinpath(*module.split(".")).with_suffix(".py")
+    line = len(path.read_text().splitlines()) + 2
+    with open(path, "a") as f:
+        f.write(f"\n{appended}\n")
+    relative = "/".join(module.split(".")) + ".py"
+    with pytest.raises(BundleError,
+                       match=rf"{relative} \(module {module}\) line {line}: {message}"):
         build_bundle(copy)
 
 
-def test_chr_fails_the_build_naming_file_and_line(tmp_path):
-    copy = _tree_copy(tmp_path)
-    bypass_py = copy / "launchers" / "bypass.py"
-    line = len(bypass_py.read_text().splitlines()) + 2
-    with open(bypass_py, "a") as f:
-        f.write("\nLETTER = " + "ch" + "r(115)\n")
-    with pytest.raises(BundleError, match=rf"launchers/bypass.py \(module launchers.bypass\) "
-                                          rf"line {line}: calls chr\(\)"):
-        build_bundle(copy)
+def test_chr_in_the_bundle_names_its_line_and_part():
     with pytest.raises(BundleError, match=r"bundle line 3 \(the header\): calls chr\(\)"):
         check_bundle("#!POPCORN a\n#!POPCORN b\nx = " + "ch" + "r(1)\n")
 
