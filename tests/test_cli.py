@@ -112,11 +112,11 @@ def test_the_plot_options_name_an_extra_that_installs_matplotlib():
 
 
 def test_the_side_install_message_states_the_size_it_takes():
-    """tools.cross_compile's install message and README give one figure; where the runner's
+    """tools.gfx950.cross_compile's install message and README give one figure; where the runner's
     Triton is installed, it is within 10 % of the folder's real size."""
     import re
-    from tools.cross_compile import RUNNER_TRITON, SIDE_TRITONS
-    stated = re.findall(r"about (\d+) MiB", (ROOT / "tools" / "cross_compile.py").read_text())
+    from tools.gfx950.cross_compile import RUNNER_TRITON, SIDE_TRITONS
+    stated = re.findall(r"about (\d+) MiB", (ROOT / "tools" / "gfx950" / "cross_compile.py").read_text())
     assert len(stated) == 1
     assert f"about {stated[0]} MiB" in (ROOT / "README.md").read_text()
     folder = SIDE_TRITONS / RUNNER_TRITON

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from launchers.configs import GemmConfig
 from launchers.gemm import launch_specs
-from tools.cross_compile import compile_for
+from tools.gfx950.cross_compile import compile_for
 
 out = Path(sys.argv[1])
 config = GemmConfig(16, 64, 256, split_k=2)   # a K loop of two tiles per split, and a reduce
@@ -81,7 +81,7 @@ def clobbered_reads(block: list) -> list:
 
 @pytest.fixture(scope="module")
 def assembly(tmp_path_factory):
-    from tools.cross_compile import side_triton
+    from tools.gfx950.cross_compile import side_triton
     folder = tmp_path_factory.mktemp("asm")
     (folder / "gemm_probe.py").write_text(PROBE)
     env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT),

@@ -60,7 +60,7 @@ def test_no_conversion_result_is_read_by_the_next_instruction(isa_rows):
 
 CHAINED_PROBE = '''
 import triton, triton.language as tl, torch
-from tools.cross_compile import GFX950, compile_for
+from tools.gfx950.cross_compile import GFX950, compile_for
 
 CHAINED = tl.constexpr("v_cvt_scalef32_pk_fp4_bf16 $0, $1, $5\\n\\t"
            "v_cvt_scalef32_pk_fp4_bf16 $0, $2, $5 op_sel:[0,0,1,0]\\n\\t"
@@ -85,7 +85,7 @@ print(compiled.asm["amdgcn"])
 def test_the_hazard_check_flags_a_kernel_with_conversions_chained_into_one_word(tmp_path):
     """Four conversions into one VGPR, each reading the bytes the previous one wrote (the
     quantizer's asm before it interleaved two words), compiled by Triton 3.6.0 for gfx950."""
-    from tools.cross_compile import side_triton
+    from tools.gfx950.cross_compile import side_triton
     from tools.gfx950.hazards import conversion_hazards
     (tmp_path / "chained_probe.py").write_text(CHAINED_PROBE)
     env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT),
@@ -290,7 +290,7 @@ import json, sys
 from pathlib import Path
 import triton
 from launchers.configs import GemmConfig
-from tools import isa
+from tools.gfx950 import report as isa
 from tools.gfx950.assembly import k_loop, parse
 asm = Path(sys.argv[1]).read_text().format(kernels=isa.QUANTIZER_SOURCE.parent,
                                            library=Path(triton.__file__).parent / "language",
@@ -360,6 +360,6 @@ def test_usage_errors_exit_2_and_cross_compile_explains_itself():
     assert done.returncode == 2 and "M,N,K" in done.stderr and "4,2880" in done.stderr
     done = _isa("--markdown", "x.md", timeout=120)
     assert done.returncode == 2 and "--compare-tritons" in done.stderr
-    shown = subprocess.run([sys.executable, "-m", "tools.cross_compile", "--help"], cwd=ROOT,
+    shown = subprocess.run([sys.executable, "-m", "tools.gfx950.cross_compile", "--help"], cwd=ROOT,
                            env=ENV, capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0 and "A library for tools.isa" in shown.stdout

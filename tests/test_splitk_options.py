@@ -1,5 +1,5 @@
 """Kernel options for the target to choose among: the per-wave release of the single-launch
-split-K (AMD's), the XCD remap and the store cache modifier; and tools.release_order, the
+split-K (AMD's), the XCD remap and the store cache modifier; and tools.gfx950.release_order, the
 assembly check that the release is ordered."""
 
 import pytest
@@ -11,7 +11,7 @@ import reference
 from kernels.preshuffle_gemm import _xcd_remapped
 from launchers.configs import GemmConfig
 from launchers.gemm import GemmLauncher
-from tools.release_order import release_ordered
+from tools.gfx950.release_order import release_ordered
 
 SHAPE = (20, 192, 1024)
 

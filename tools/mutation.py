@@ -68,7 +68,7 @@ def fail(message: str):
 
 def copy_tree(root: Path, destination: Path) -> None:
     """The files git tracks or would track under root (no ignored ones) into destination, and a
-    link to this checkout's side Triton install (tools.cross_compile), which git ignores."""
+    link to this checkout's side Triton install (tools.gfx950.cross_compile), which git ignores."""
     listed = subprocess.run(["git", "-C", str(root), "ls-files", "-co", "--exclude-standard", "-z"],
                             capture_output=True, check=True).stdout.decode().split("\0")
     for name in filter(None, listed):

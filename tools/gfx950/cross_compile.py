@@ -1,7 +1,7 @@
 """Compile a Triton kernel for a GPU this machine does not have (gfx950, sm_90), offline, with
 the Triton release of your choice (the leaderboard runner's is RUNNER_TRITON).
 
-A library for tools.isa: `python -m tools.cross_compile` only prints this text.
+A library for tools.isa: `python -m tools.gfx950.cross_compile` only prints this text.
 
 `compile_for(kernel, args, options, target)` takes the same full argument tuple that the
 launchers pass (tensors may live on the "meta" device) and specializes it the way the JIT
@@ -34,7 +34,7 @@ from triton.compiler import ASTSource, make_backend
 GFX950 = GPUTarget("hip", "gfx950", 64)
 SM90 = GPUTarget("cuda", 90, 32)
 RUNNER_TRITON = "3.6.0"   # the leaderboard runner's compiler (docs/task.md)
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIDE_TRITONS = ROOT / ".triton"
 SIDE_TRITON_ENV = "MXFP4_SIDE_TRITON"   # set in a process started by run_with_triton
 
@@ -73,7 +73,7 @@ def side_triton(version: str) -> Path:
     folder = SIDE_TRITONS / version
     if (folder / "triton").is_dir():
         return folder
-    print(f"tools.cross_compile: installing triton=={version} into {folder} (pip --no-deps, about 640 MiB; once)",
+    print(f"tools.gfx950.cross_compile: installing triton=={version} into {folder} (pip --no-deps, about 640 MiB; once)",
           file=sys.stderr, flush=True)
     partial = SIDE_TRITONS / f".partial-{version}-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
@@ -84,7 +84,7 @@ def side_triton(version: str) -> Path:
         partial.rename(folder)        # atomic: a concurrent installer's folder wins
     except OSError:
         shutil.rmtree(partial, ignore_errors=True)
-    print(f"tools.cross_compile: installed triton=={version}", file=sys.stderr, flush=True)
+    print(f"tools.gfx950.cross_compile: installed triton=={version}", file=sys.stderr, flush=True)
     return folder
 
 
@@ -102,6 +102,6 @@ def run_with_triton(version: str, module_args: list) -> int:
 
 if __name__ == "__main__":
     import argparse
-    argparse.ArgumentParser(prog="python -m tools.cross_compile", description=__doc__,
+    argparse.ArgumentParser(prog="python -m tools.gfx950.cross_compile", description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     print(__doc__)
