@@ -21,6 +21,7 @@ Outputs:
 The product is `tl.dot_scaled` on E2M1 codes and E8M0 scales (the native scaled MFMA on
 gfx950; an emulation on NVIDIA), A quantized by kernels.quantize (QUANTIZER: the name of
 its quantizer, kernels.quantize.QUANTIZERS).
+SCALES_FIRST issues each K tile's B-scale load before its A and B loads, else after them.
 Options (constexpr, off by default): NUM_XCDS > 1 remaps program ids so that consecutive
 logical programs run on one XCD (the hardware deals workgroups to XCDs round-robin and each
 XCD has its own L2); STORE_MODIFIER is the cache modifier of the C and partials stores
@@ -93,7 +94,7 @@ def preshuffle_gemm_kernel(
     REDUCE_IN_GEMM: tl.constexpr, EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr,
     QUANTIZER: tl.constexpr, QUANT_FAST_PATH: tl.constexpr, A_PREQUANTIZED: tl.constexpr,
     NUM_XCDS: tl.constexpr, STORE_MODIFIER: tl.constexpr,
-    RELEASE_EVERY_WAVE: tl.constexpr, THREADS: tl.constexpr,
+    RELEASE_EVERY_WAVE: tl.constexpr, THREADS: tl.constexpr, SCALES_FIRST: tl.constexpr,
 ):
     pid = tl.program_id(0)
     if NUM_XCDS > 1:
@@ -121,11 +122,6 @@ def preshuffle_gemm_kernel(
     b_ptrs = b_ptr + rows_b[:, None] * stride_bn + (k_start * 8 + cols_b)[None, :]
     bs_ptrs = b_scales_ptr + rows_bs[:, None] * stride_bsn + (k_start + cols_bs)[None, :]
 
-    # The B-scale load goes first where its conversion to the MFMA layout needs no LDS
-    # (BLOCK_N >= 128): issued after B, it starts only once B's conversion has waited for B,
-    # a second round trip. Narrower tiles convert it through LDS first, where loading it
-    # first costs a round trip instead.
-    SCALES_FIRST: tl.constexpr = BLOCK_N >= 128
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k_iter in range(SPLIT_K_SIZE // BLOCK_K):
         k0 = k_start + k_iter * BLOCK_K
@@ -230,7 +226,7 @@ def gemm_grid(m: int, n: int, block_m: int, block_n: int, splits: int) -> tuple:
 def gemm_arguments(a, b, b_scales, c, partials, counters, release_slots, m, n, k, *, block_m,
                    block_n, block_k, group_m, splits, split_size, reduce_in_gemm, cache_modifier,
                    quantizer="software", quant_fast_path=True, a_scales=None, num_xcds=1,
-                   store_modifier=None, release_every_wave=False, threads=1):
+                   store_modifier=None, release_every_wave=False, threads=1, scales_first=True):
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
     a is bf16 [M, K], or with a_scales given the codes uint8 [M, K/2] of a quantized A. b and
@@ -248,4 +244,4 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, release_slots, m, n, k
             block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
             k % split_size == 0, cache_modifier, quantizer, quant_fast_path, prequantized, num_xcds,
             store_modifier,
-            release_every_wave, threads)
+            release_every_wave, threads, scales_first)

@@ -39,6 +39,7 @@ class GemmConfig:
     reduce_block_n: int = 64
     num_xcds: int = 1                # > 1: remap programs so that neighbours share an XCD's L2
     store_modifier: Optional[str] = None   # for the C and partials stores, e.g. ".wt"
+    b_scales_first: Optional[bool] = None  # the B-scale load before A and B; None: see below
 
     def __post_init__(self):
         problems = []
@@ -70,8 +71,20 @@ class GemmConfig:
         text += f" w{self.num_warps} s{self.num_stages}"
         options = (self.cache_modifier, self.waves_per_eu and f"wpe{self.waves_per_eu}",
                    self.num_xcds > 1 and f"xcd{self.num_xcds}",
-                   self.store_modifier and f"store{self.store_modifier}")
+                   self.store_modifier and f"store{self.store_modifier}",
+                   self.b_scales_first is not None
+                   and ("bs-first" if self.b_scales_first else "bs-last"))
         return " ".join([text] + [option for option in options if option])
+
+    @property
+    def loads_b_scales_first(self) -> bool:
+        """Whether each K tile loads B's scales before A and B. By default where their
+        conversion to the MFMA layout needs no LDS (BLOCK_N >= 128): issued after B, the load
+        starts only once B's conversion has waited for B, a second round trip. Narrower tiles
+        convert them through LDS first, where loading them first costs a round trip instead.
+        The compiler can still wait for them before issuing the rest (tools.isa shows the
+        round trips), which is why a config may choose."""
+        return self.block_n >= 128 if self.b_scales_first is None else self.b_scales_first
 
     def splits_for(self, k: int) -> tuple:
         """(number of splits actually launched, K elements per split) for this K."""

@@ -105,7 +105,8 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                quant_fast_path=backend not in WITHOUT_QUANT_FAST_PATH,
                                a_scales=a_scales, num_xcds=config.num_xcds,
                                store_modifier=config.store_modifier,
-                               release_every_wave=release_every_wave, threads=threads)
+                               release_every_wave=release_every_wave, threads=threads,
+                               scales_first=config.loads_b_scales_first)
     specs = [LaunchSpec("gemm", preshuffle_gemm_kernel,
                         gemm_grid(m, n, config.block_m, config.block_n, splits),
                         backend_options(backend, num_warps=config.num_warps,

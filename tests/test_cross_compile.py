@@ -26,6 +26,14 @@ SCALED_MFMA = ("v_mfma_scale_f32_16x16x128_f8f6f4", "v_mfma_scale_f32_32x32x64_f
 ENV = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
 
 
+def _with_runners_triton(script: str, timeout=900):
+    """`python -c script` with the runner's Triton (the side install) first on the path."""
+    from tools.gfx950.cross_compile import side_triton
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT)]))
+    return subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
 def _isa(*args, timeout=900):
     return subprocess.run([sys.executable, "-m", "tools.isa", *args], cwd=ROOT, env=ENV,
                           capture_output=True, text=True, timeout=timeout)
@@ -175,12 +183,20 @@ def _assert_critical_paths(rows):
 def test_every_kernel_row_carries_its_critical_path_and_the_table_prints_it_per_call(
         isa_rows):
     """Per call: launches, round trips per launch · LDS waits · barriers, the busiest-SIMD
-    issue of its launches together, and aiter's figures beside the benchmark shapes."""
+    issue of its launches together, its modelled µs (the same on each of its rows, from
+    tools.gfx950.model), and aiter's figures beside the benchmark shapes; then the benchmark
+    shapes' modelled µs beside aiter's and the best public config's, with their geomean and
+    the model's held-out errors."""
+    from tools.gfx950 import model
     _, rows, printed = isa_rows
     _assert_critical_paths(rows)
-    section = printed.split("critical path of one program per call")[1].splitlines()[2:]
-    lines = {line.split()[0]: line for line in section if line.strip()}
+    section = printed.split("critical path of one program per call")[1]
+    table, summary = section.split("modelled µs per call, benchmark shapes")
+    lines = {line.split()[0]: line for line in table.splitlines()[2:] if line.strip()}
     assert set(lines) == {"x".join(map(str, shape)) for shape in GEMM_CONFIGS["gfx950"]}
+    data = model.load_points()
+    fit = model.fit(data)
+    modelled = {}
     for shape in GEMM_CONFIGS["gfx950"]:
         call = [r for r in rows if tuple(r["shape"]) == shape]
         paths = [r["critical_path"] for r in call]
@@ -189,9 +205,23 @@ def test_every_kernel_row_carries_its_critical_path_and_the_table_prints_it_per_
         assert f" {len(call)}  {trips if len(call) == 1 else f'({trips})'} · " \
                f"{sum(p['lds_waits'] for p in paths)} · {sum(p['barriers'] for p in paths)} " \
             in line, line
-        assert str(sum(p["busiest_simd_issue"] for p in paths)) in line.split(), line
-    assert lines["16x2112x7168"].endswith("2, (1+2) · 47 · 12, 2658")
-    assert lines["16x3072x1536"].split()[-1].isdigit()     # not a benchmark shape: no aiter
+        issue = sum(p["busiest_simd_issue"] for p in paths)
+        expected = round(fit.predict(model.Call(shape, issue, len(call), call[0]["workgroups"]),
+                                     data), 2)
+        assert {r["modelled_us"] for r in call} == {expected}, shape
+        assert line.split()[line.split().index(str(issue)) + 1] == f"{expected:.2f}", line
+        modelled[shape] = expected
+    aiter = fit.predict(model.Call((16, 2112, 7168), 2658, 2, 0), data)
+    assert lines["16x2112x7168"].endswith(f"2, (1+2) · 47 · 12, 2658, {aiter:.2f} µs")
+    assert lines["16x3072x1536"].split()[-1] == f"{modelled[(16, 3072, 1536)]:.2f}"  # no aiter
+    assert f"± {fit.leave_one_point_out.rms:.2f} held out by point, " \
+           f"± {fit.leave_one_shape_out.rms:.2f} by shape" in summary
+    by_shape = {line.split()[0]: line.split() for line in summary.splitlines()[2:]
+                if line.strip() and not line.startswith("model:")}
+    for shape in BENCHMARK_SHAPES:
+        assert by_shape["x".join(map(str, shape))][1] == f"{modelled[shape]:.2f}"
+    assert by_shape["geomean"][1] == f"{model.geomean(modelled[s] for s in BENCHMARK_SHAPES):.2f}"
+    assert "model: " + fit.describe() in summary
 
 
 BENCHMARK_SHAPES = [(4, 2880, 512), (16, 2112, 7168), (32, 4096, 512), (32, 2880, 512),
@@ -242,21 +272,57 @@ def test_every_import_time_candidate_compiles_without_spills_and_splits_release_
     _assert_critical_paths(rows)
 
 
-def test_sweep_has_narrow_tiles_with_fewer_warps_and_less_mfma_replication(tmp_path):
-    """4x2880x512, 16x32x512 tiles: 4 warps issue 4x the MFMAs they need, 2 warps 2x; with 1
-    warp Triton 3.6 gives up the scaled MFMA and multiplies in bf16 (once)."""
-    out = tmp_path / "sweep.json"
-    done = _isa("--sweep", "4,2880,512", "--quantizer", "software", "--json", str(out))
+def test_narrow_tiles_with_fewer_warps_have_less_mfma_replication():
+    """16x32x512 tiles: 4 warps issue 4x the MFMAs they need, 2 warps 2x; with 1 warp Triton
+    3.6 gives up the scaled MFMA and multiplies in bf16 (once)."""
+    done = _with_runners_triton(NARROW)
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = json.loads(out.read_text())
-    narrow = {row["config"]["num_warps"]: row for row in rows
-              if (row["config"]["block_m"], row["config"]["block_n"], row["config"]["block_k"],
-                  row["config"]["split_k"]) == (16, 32, 512, 1)}
-    assert set(narrow) == {1, 2, 4}
+    narrow = {int(w): row for w, row in json.loads(done.stdout).items()}
     assert [narrow[w]["mfma_replication"] for w in (1, 2, 4)] == [1.0, 2.0, 4.0]
     assert all(narrow[w]["counts"].get(SCALED_MFMA[0]) == 8 for w in (2, 4))
     assert not any(name.startswith("v_mfma_scale") for name in narrow[1]["counts"])
-    assert all(row["triton"] == RUNNER_TRITON for row in rows)
+    assert all(row["triton"] == RUNNER_TRITON for row in narrow.values())
+
+
+NARROW = """
+import json
+from launchers.configs import GemmConfig
+from tools.gfx950.report import call_rows
+print(json.dumps({w: call_rows((4, 2880, 512), GemmConfig(16, 32, 512, num_warps=w), "software")[0]
+                  for w in (1, 2, 4)}))
+"""
+
+
+def test_the_search_ranks_eligible_calls_by_modelled_time():
+    """tools.gfx950.search on 4x2880x512 with a reduced space: stage 1 tries every tile and
+    split, stage 2 each neighbour of the best; ranked() keeps the eligible calls, fastest
+    modelled first; tools.isa --sweep prints them."""
+    done = _with_runners_triton(SEARCH)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout)
+    assert found["stage1"] == [[16, 32, 256, 1], [16, 32, 256, 2], [16, 64, 256, 1],
+                               [16, 64, 256, 2]]
+    assert found["modelled"] == sorted(found["modelled"])
+    assert found["eligible"] and all(found["eligible"])
+    assert "calls compiled" in found["printed"] and "by modelled µs" in found["printed"]
+
+
+SEARCH = """
+import json
+from tools.gfx950 import search
+from tools import isa
+search.BLOCKS_N, search.BLOCKS_K, search.REFINE_TOP = (32, 64), (256,), 1
+search.WARPS, search.STAGES, search.WAVES_PER_EU = (2,), (1,), (0,)
+shape = (4, 2880, 512)
+configs = search.tile_configs(shape)
+calls = search.search(shape, "hardware")
+best = search.ranked(calls)
+print(json.dumps(dict(
+    stage1=sorted([c.block_m, c.block_n, c.block_k, c.split_k] for c in configs),
+    modelled=[rows[0]["modelled_us"] for rows in best],
+    eligible=[search.eligible(rows) for rows in best],
+    printed=isa.format_sweep(shape, calls))))
+"""
 
 
 SYNTHETIC_ASM = """\t.file\t1 "{kernels}" "preshuffle_gemm.py"
@@ -363,3 +429,5 @@ def test_usage_errors_exit_2_and_cross_compile_explains_itself():
     shown = subprocess.run([sys.executable, "-m", "tools.gfx950.cross_compile", "--help"], cwd=ROOT,
                            env=ENV, capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0 and "A library for tools.isa" in shown.stdout
+    done = _isa("--sweep", "4,2880,512", "--arch", "sm_90", timeout=120)
+    assert done.returncode == 2 and "--arch gfx950" in done.stderr

@@ -150,7 +150,8 @@ def format_sm90_table(rows) -> str:
 def format_sweep(shape, calls) -> str:
     """The SWEEP_SHOWN best eligible calls of one shape by modelled µs, with the count of
     those compiled and of those not eligible (spills, scratch, hazards, unordered release)."""
-    best = gfx950.ranked(calls)
+    from tools.gfx950.search import ranked
+    best = ranked(calls)
     lines = [f"{'x'.join(map(str, shape))}: {len(calls)} calls compiled, {len(best)} eligible; "
              f"the best {min(SWEEP_SHOWN, len(best))} by modelled µs",
              f"  {'config':<40} {'launches':>8} {'RT · LDS · barriers':<24} {'occ':>3} "

@@ -6,7 +6,8 @@ reduce) with Triton's HIP backend and ranks them by their modelled µs, in two s
      by the last program), with warps, stages, the B-load cache modifier and waves_per_eu at
      the values below;
   2. around each of the REFINE_TOP best: one field changed at a time (warps, stages,
-     waves_per_eu, a second launch for the split-K sum, the cache modifier, the XCD remap).
+     waves_per_eu, a second launch for the split-K sum, the cache modifier, the XCD remap,
+     the order of the B-scale load).
 A config is eligible when it compiles without spills or scratch, has no hazard, and its
 in-kernel split-K reduce (if any) is release-ordered; `ranked(rows)` orders the eligible
 calls. The space is data (the tuples below); the import-time candidates are picked from its
@@ -71,7 +72,8 @@ def neighbours(config: GemmConfig, k: int) -> list:
     changes = ([dict(num_warps=w) for w in WARPS]
                + [dict(num_stages=s) for s in STAGES if per_split > 1 or s == 1]
                + [dict(waves_per_eu=w) for w in WAVES_PER_EU]
-               + [dict(cache_modifier=None), dict(num_xcds=8)])
+               + [dict(cache_modifier=None), dict(num_xcds=8),
+                  dict(b_scales_first=not config.loads_b_scales_first)])
     if config.split_k > 1:
         changes.append(dict(split_k_reduce="kernel"))
     found = {}
