@@ -12,7 +12,6 @@ ladder's rung that serves it (launchers/ladder.py) and the config. Exit codes: 0
 passed, 1 a check failed, 2 a usage error (one line on stderr).
 """
 
-import argparse
 import os
 import sys
 import time
@@ -22,21 +21,25 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from tools.cli import (LEADERBOARD_SEED_STEP, SHAPES_HELP, UsageError,  # noqa: E402
-                       parse_shapes, usage_error)
+from tools.cli import (LEADERBOARD_SEED_STEP, SHAPES_HELP, ArgumentParser,  # noqa: E402
+                       UsageError, check_fault_variable, parse_shapes, usage_error)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m tools.check",
-                                     description=__doc__.splitlines()[0])
+def build_parser():
+    parser = ArgumentParser("tools.check", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["tests"], metavar="SHAPES",
                         help=f"{SHAPES_HELP}, or M,N,K,seed; default tests")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per shape (default 1)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     try:
         specs = parse_shapes(args.shapes)
         if args.seeds < 1:
             raise UsageError(f"--seeds: expected at least 1, got {args.seeds}")
+        check_fault_variable()
     except UsageError as error:
         return usage_error("tools.check", error)
 

@@ -93,7 +93,8 @@ from kernels import formats                  # noqa: E402
 from kernels.quantize import QUANTIZERS      # noqa: E402
 from launchers.configs import GEMM_CONFIGS, GemmConfig  # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
-from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes, usage_error  # noqa: E402
+from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, parse_plain_shapes,  # noqa: E402
+                       usage_error)
 from tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files  # noqa: E402
 from tools.gfx950.critical_path import CUS, SIMDS_PER_CU, busiest_simd_waves, walk  # noqa: E402
 from tools.gfx950.hazards import conversion_hazards  # noqa: E402
@@ -571,11 +572,10 @@ def _versions(word: str) -> list:
     return [_version(v) for v in word.split(",")]
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(prog="python -m tools.isa",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--arch", choices=["gfx950", "sm_90"], default="gfx950")
+def build_parser():
+    parser = ArgumentParser("tools.isa", description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", choices=["gfx950", "sm_90"], default="gfx950",
+                        help="the target: gfx950 (MI355X) or sm_90 (H100/H200; default gfx950)")
     parser.add_argument("--quantizer", choices=QUANTIZERS, default="hardware",
                         help="the gfx950 in-register quantizer (default hardware)")
     parser.add_argument("--json", help="write the rows as a JSON list to this file")
@@ -595,6 +595,12 @@ def main(argv=None):
                              "and print a markdown table of them side by side")
     parser.add_argument("--markdown", metavar="FILE",
                         help="with --compare-tritons: also write the markdown table to FILE")
+    return parser
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         sweep_shapes = parse_plain_shapes(args.sweep) if args.sweep else None
