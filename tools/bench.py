@@ -297,8 +297,10 @@ def build_parser():
                              f"(default {DEFAULT_CLEAR_BYTES})")
     parser.add_argument("--host-calls", type=int, default=DEFAULT_HOST_CALLS,
                         help=f"calls per host-time figure (default {DEFAULT_HOST_CALLS})")
-    parser.add_argument("--json", help="write the rows, the geomeans and the run's facts here")
-    parser.add_argument("--png", help="write a grouped bar chart here (needs matplotlib)")
+    parser.add_argument("--json", metavar="FILE",
+                        help="write the rows, the geomeans and the run's facts here")
+    parser.add_argument("--png", metavar="FILE",
+                        help="write a grouped bar chart here (needs matplotlib)")
     return parser
 
 

@@ -526,19 +526,22 @@ def build_parser():
     parser.add_argument("--submission", default=str(ROOT / "submission.py"),
                         help="the file to run as submission.py (default: the project's)")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--shapes", nargs="+",
+    group.add_argument("--shapes", nargs="+", metavar="SHAPES",
                        help="tests, benchmarks, all, M,N,K or M,N,K,seed (several allowed)")
-    group.add_argument("--shapes-file",
+    group.add_argument("--shapes-file", metavar="FILE",
                        help="the runner's format: `m: 8; n: 2112; k: 7168; seed: 124` a line")
-    parser.add_argument("--json", help="write the rows and the geomean to this file")
-    parser.add_argument("--plot", help="write a PNG bar chart of the timings (needs matplotlib)")
+    parser.add_argument("--json", metavar="FILE",
+                        help="write the rows and the geomean to this file")
+    parser.add_argument("--plot", metavar="FILE",
+                        help="write a PNG bar chart of the timings (needs matplotlib)")
     parser.add_argument("--clear-bytes", type=int, default=DEFAULT_CLEAR_BYTES,
                         help=f"cache-clear buffer per timed call (default {DEFAULT_CLEAR_BYTES})")
     parser.add_argument("--max-wall", type=float, default=DEFAULT_MAX_WALL_S,
-                        help="seconds of timed loop per shape before stopping (default 10)")
+                        help=f"seconds of timed loop per shape before stopping "
+                             f"(default {DEFAULT_MAX_WALL_S:g})")
     parser.add_argument("--max-calls", type=int, default=0,
-                        help="timed calls per shape at most "
-                             "(default: 1000 benchmark, 100 leaderboard)")
+                        help=f"timed calls per shape at most (default: {MAX_CALLS['benchmark']} "
+                             f"benchmark, {MAX_CALLS['leaderboard']} leaderboard)")
     return parser
 
 

@@ -578,7 +578,7 @@ def build_parser():
                         help="the target: gfx950 (MI355X) or sm_90 (H100/H200; default gfx950)")
     parser.add_argument("--quantizer", choices=QUANTIZERS, default="hardware",
                         help="the gfx950 in-register quantizer (default hardware)")
-    parser.add_argument("--json", help="write the rows as a JSON list to this file")
+    parser.add_argument("--json", metavar="FILE", help="write the rows as a JSON list to this file")
     parser.add_argument("--asm-dir", metavar="DIR",
                         help="write each gfx950 row's assembly into DIR (the row's \"asm\")")
     parser.add_argument("--sweep", nargs="+", metavar="SHAPES",
@@ -652,6 +652,23 @@ def main(argv=None):
         print(f"tools.isa: {'x'.join(map(str, row['shape']))} {row['kernel']}: no critical path: "
               f"{row['critical_path_error']}", file=sys.stderr)
     return 1 if failed or unwalked else 0
+
+
+def per_call_markdown(rows) -> str:
+    """The per-call critical-path table of the benchmark shapes (those with aiter's figures)
+    as markdown: what README and docs/results.md show, written by `python -m tools.docs`."""
+    lines = ["| shape | config | ours: launches, RT · LDS · barriers, issue | aiter |",
+             "|---|---|---|---|"]
+    for call in per_call(rows):
+        aiter = AITER_CRITICAL_PATH.get(call["shape"])
+        if aiter is None or call["candidate"] is not None:
+            continue
+        ours = (f"{call['launches']}, {_trips(call['global_round_trips'])} · "
+                f"{call['lds_waits']} · {call['barriers']}, {call['busiest_simd_issue']:,}")
+        theirs = f"{len(aiter[0])}, {_trips(aiter[0])} · {aiter[1]} · {aiter[2]}, {aiter[3]:,}"
+        lines.append(f"| {'×'.join(map(str, call['shape']))} | "
+                     f"{GemmConfig(**call['config']).label} | {ours} | {theirs} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -115,7 +115,7 @@ def build_parser():
     parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
                         help=f"{SHAPES_HELP}; default benchmarks")
     parser.add_argument("--ncu", default=None, help="ncu executable (default: from PATH)")
-    parser.add_argument("--csv", default=None, help="also write ncu's raw CSV here")
+    parser.add_argument("--csv", default=None, metavar="FILE", help="also write ncu's raw CSV here")
     return parser
 
 
