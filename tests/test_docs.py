@@ -132,3 +132,29 @@ def test_every_relative_link_and_anchor_resolves(path):
             assert linked.suffix == ".md", f"{path.name}: {target}: an anchor into a non-markdown file"
             assert anchor in anchors(linked.read_text()), \
                 f"{path.name}: {target}: no heading {anchor!r} in {linked.name}"
+
+
+# ----------------------------------------------------------------------------- README's code
+
+def readme_block(heading: str) -> str:
+    """The first indented code block after README's heading `heading`, dedented."""
+    lines = (ROOT / "README.md").read_text().split("\n")
+    start = lines.index(heading) + 1
+    while not lines[start].startswith("    "):
+        start += 1
+    end = start
+    while end < len(lines) and (lines[end].startswith("    ") or not lines[end].strip()):
+        end += 1
+    return "\n".join(line[4:] for line in lines[start:end])
+
+
+def test_readmes_cpu_snippet_runs():
+    """README's "On a CPU" block, as a user pastes it: a fresh process, no TRITON_INTERPRET
+    set beforehand (the block sets it), the repository root as the working directory."""
+    code = readme_block("### On a CPU")
+    assert 'device="cpu"' in code and "torch.ops.mxfp4_mm.gemm" in code
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
