@@ -15,7 +15,7 @@ from tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS_WITH_OPTIONS = ("check", "evaluate", "bundle", "soak", "bench", "tune", "profile", "isa",
-                      "mutation")
+                      "mutation", "docs")
 
 
 def test_named_sets_and_shapes():
