@@ -1,5 +1,6 @@
 """README.md and docs/: the sections a tool computes are what the tools compute now
-(tools.docs), and every relative link and #anchor resolves.
+(tools.docs), every relative link and #anchor resolves, README's CPU block runs, and its
+troubleshooting says what the code does (an unshuffled B, an A that requires grad).
 
 Decisions of tools.docs: a section between its begin and end markers is rewritten and nothing
 else; a section whose text differs is named; a begin marker without its end is an error; every
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tools import docs
 from tools.cli import UsageError
@@ -158,3 +160,38 @@ def test_readmes_cpu_snippet_runs():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+# ----------------------------------------------------------------------------- README's edges
+# What README's troubleshooting says of an unshuffled B and of an A that requires grad.
+
+SMALL = (4, 64, 256)
+
+
+def test_an_unshuffled_b_is_silently_wrong_and_readmes_recipe_makes_it_right(device):
+    import reference
+    from kernels.formats import e8m0_shuffle, quantize_mxfp4, shuffle_weight
+    from submission import custom_kernel
+    data = reference.generate_input(*SMALL, seed=5, device=device)
+    a, b, b_q, b_shuffle, b_scale_sh = data
+    codes, scales = quantize_mxfp4(b)
+    made = (a, b, b_q, shuffle_weight(codes).view(b_shuffle.dtype),
+            e8m0_shuffle(scales).view(b_scale_sh.dtype))
+    assert reference.check_implementation(data, custom_kernel(made))[0]
+    unshuffled = (a, b, b_q, b_q, b_scale_sh)
+    assert not reference.check_implementation(data, custom_kernel(unshuffled))[0]
+
+
+def test_an_a_that_requires_grad_is_detached_or_has_a_backward_that_raises(device):
+    import launchers  # noqa: F401  (registers the op)
+    import reference
+    from submission import custom_kernel
+    data = reference.generate_input(*SMALL, seed=5, device=device)
+    a = data[0].clone().requires_grad_()
+    plain = custom_kernel(data)
+    detached = custom_kernel((a,) + data[1:])
+    assert not detached.requires_grad and torch.equal(detached, plain)
+    through_op = torch.ops.mxfp4_mm.gemm(a, data[3], data[4])
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        through_op.float().sum().backward()
+
