@@ -30,7 +30,8 @@ class UsageError(Exception):
 
 class ArgumentParser(argparse.ArgumentParser):
     """argparse with the tools' prog, `python -m tools.NAME`, and their errors: one line on
-    stderr, `tools.NAME: message`, exit code 2 (argparse's own prints its usage block first)."""
+    stderr, `tools.NAME: message`, exit code 2 (where argparse would print its usage block
+    first; --help still prints the whole usage)."""
 
     def __init__(self, name: str, **kwargs):
         super().__init__(prog=f"python -m {name}", **kwargs)
