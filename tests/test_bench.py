@@ -31,13 +31,13 @@ def fake_row(m, n, k, fused, floor, bf16=2.0, direct=3.0, failures=None, config=
 # ----------------------------------------------------------------------------- shapes
 
 def test_default_shapes_are_the_benchmark_shapes():
-    specs = parse_shapes(bench._build_parser().parse_args([]).shapes)
+    specs = parse_shapes(bench.build_parser().parse_args([]).shapes)
     assert [(s["m"], s["n"], s["k"]) for s in specs] == list(BENCHMARK_SHAPES)
     assert [s["seed"] for s in specs] == [4565, 15, 457, 54, 687, 7856]   # task.yml's
 
 
 def test_named_sets_and_explicit_shapes_mix():
-    specs = parse_shapes(bench._build_parser().parse_args(["--shapes", "tests", "4,64,256"]).shapes)
+    specs = parse_shapes(bench.build_parser().parse_args(["--shapes", "tests", "4,64,256"]).shapes)
     assert [(s["m"], s["n"], s["k"]) for s in specs] == list(TEST_SHAPES) + [(4, 64, 256)]
     assert specs[-1]["seed"] == 4242 + len(TEST_SHAPES)
     assert len(parse_shapes(["all"])) == len(TASK_SHAPES)

@@ -46,6 +46,7 @@ def test_task_shapes_default_to_the_runners_seeds(monkeypatch, capsys):
 # tools.check's handling of inputs, with a fake submission (no kernel runs). Decisions:
 # - the seeds of a shape: its own, then + LEADERBOARD_SEED_STEP each, --seeds of them;
 # - a check that fails counts once, prints FAIL with its message, and the exit code is 1;
+# - a line when each shape and seed starts, and one with its time when it ends;
 # - per shape, the launcher launcher_for serves for the last input: direct or standard, its
 #   splits, rung and config label (aiter's config is a string).
 # ---------------------------------------------------------------------------------------
@@ -100,6 +101,18 @@ def test_a_failing_seed_fails_the_run(fake_submission, capsys):
     out = capsys.readouterr().out
     assert f"seed    {7 + check.LEADERBOARD_SEED_STEP}: FAIL seed 20 is off" in out
     assert "seed     7: pass" in out and "1 passed, 1 failed" in out
+
+
+def test_each_shape_and_seed_prints_a_line_when_it_starts_and_one_with_its_time_at_its_end(
+        fake_submission, capsys):
+    import re
+    assert check.main(["--shapes", "4,64,256,7", "8,96,512,1"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if " seed " in line]
+    assert [line.split(":")[0].split() for line in lines] == [
+        ["4", "64", "256", "seed", "7"]] * 2 + [["8", "96", "512", "seed", "1"]] * 2
+    assert lines[0].endswith(": started") and lines[2].endswith(": started")
+    for end in (lines[1], lines[3]):
+        assert re.search(r": pass \(\d+\.\d\d s\)$", end), end
 
 
 def test_the_table_names_each_shapes_launch_splits_rung_and_config(fake_submission, capsys):

@@ -1,7 +1,6 @@
 """The tools' command lines: shared shape words, a prog of `python -m tools.X`, help for every
 option, and tools.timing refusing to run as a command."""
 
-import argparse
 import ast
 import importlib
 import os
@@ -15,7 +14,8 @@ from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
 from tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS_WITH_OPTIONS = ("check", "evaluate", "bundle", "soak", "bench", "tune", "profile")
+TOOLS_WITH_OPTIONS = ("check", "evaluate", "bundle", "soak", "bench", "tune", "profile", "isa",
+                      "mutation", "docs")
 
 
 def test_named_sets_and_shapes():
@@ -39,26 +39,49 @@ def test_bad_words_are_usage_errors(word, message):
         cli.parse_plain_shapes([word])
 
 
-class _Parsed(Exception):
-    pass
-
-
 @pytest.mark.parametrize("name", TOOLS_WITH_OPTIONS)
 def test_prog_and_help_of_every_option(name, monkeypatch):
-    parsers = []
-
-    def capture(parser, args=None, namespace=None):
-        parsers.append(parser)
-        raise _Parsed
-
-    monkeypatch.setattr(argparse.ArgumentParser, "parse_args", capture)
-    tool = importlib.import_module(f"tools.{name}")
-    with pytest.raises(_Parsed):
-        tool.main(["test"] if name == "evaluate" else [])
-    parser, = parsers
+    # tools.isa drops TRITON_INTERPRET when imported (it compiles); later tests need it kept.
+    monkeypatch.setattr(os, "environ", os.environ.copy())
+    parser = importlib.import_module(f"tools.{name}").build_parser()
+    assert isinstance(parser, cli.ArgumentParser)
     assert parser.prog == f"python -m tools.{name}"
     for action in parser._actions:
         assert action.help, f"tools.{name} {action.option_strings or action.dest} has no help"
+
+
+BAD_USAGES = [
+    # (tool, argv, extra environment, what stderr must say after "tools.NAME: ")
+    ("evaluate", ["bogus"], {}, "argument mode: invalid choice: 'bogus'"),
+    ("check", ["--seeds", "two"], {}, "argument --seeds: invalid int value: 'two'"),
+    ("check", ["--shapes", "-4,64,256"], {}, "shape -4,64,256: M, N and K must be positive"),
+    ("check", ["--bogus"], {}, "unrecognized arguments: --bogus"),
+    ("isa", ["--triton", "3.6"], {}, "argument --triton: expected a Triton release like 3.6.0"),
+    ("tune", ["--shapes", "1,2"], {}, "--shapes: expected one of tests, benchmarks, all or M,N,K"),
+    ("evaluate", ["test", "--submission", "SYNTAX_ERROR"], {},
+     "does not parse: line 1: '(' was never closed"),
+    ("check", [], {"MXFP4_MM_FAULT": "bogus"},
+     "MXFP4_MM_FAULT: expected KIND:M,N,K with KIND one of compile, wrong, got 'bogus'"),
+    ("evaluate", ["test"], {"MXFP4_MM_FAULT": "wrong:4,64"},
+     "MXFP4_MM_FAULT: expected KIND:M,N,K"),
+]
+
+
+@pytest.mark.parametrize("name, argv, env, message", BAD_USAGES,
+                         ids=[f"{u[0]}-{'-'.join(u[1]) or next(iter(u[2]))}" for u in BAD_USAGES])
+def test_each_bad_usage_is_one_line_and_exit_code_2(name, argv, env, message, tmp_path):
+    """As a user runs them: a fresh process, argparse's errors and the two that used to end in
+    a traceback (a submission that does not parse, a bad MXFP4_MM_FAULT) included."""
+    broken = tmp_path / "broken.py"
+    broken.write_text("def custom_kernel(data:\n")
+    argv = [str(broken) if word == "SYNTAX_ERROR" else word for word in argv]
+    result = subprocess.run([sys.executable, "-m", f"tools.{name}", *argv], cwd=ROOT,
+                            env=dict(os.environ, **env), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"tools.{name}: "), result.stderr
+    assert message in result.stderr, result.stderr
 
 
 def test_timing_is_not_a_command():

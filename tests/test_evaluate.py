@@ -539,7 +539,7 @@ def run_mode_with(monkeypatch, messages, specs=2):
     def fake_child(*args):
         yield from messages
     monkeypatch.setattr(evaluate, "run_child", fake_child)
-    args = evaluate._build_parser().parse_args(["test"])
+    args = evaluate.build_parser().parse_args(["test"])
     return evaluate.run_mode(args, "test", shapes, {})
 
 

@@ -25,7 +25,6 @@ config, host µs) ending in a geomean row. --json writes the rows, --png a group
 error or no GPU.
 """
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -35,7 +34,8 @@ from pathlib import Path
 import torch
 import triton
 
-from tools.cli import SHAPES_HELP, UsageError, parse_shapes, usage_error
+from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_variable,
+                       parse_shapes, usage_error)
 from tools.evaluate import _num, geomean
 from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
 
@@ -286,9 +286,8 @@ def run(specs, args):
 
 # ----------------------------------------------------------------------------- command line
 
-def _build_parser():
-    parser = argparse.ArgumentParser(prog="python -m tools.bench",
-                                     description=__doc__.splitlines()[0])
+def build_parser():
+    parser = ArgumentParser("tools.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
                         help=f"{SHAPES_HELP}; default benchmarks")
     parser.add_argument("--calls", type=int, default=DEFAULT_CALLS,
@@ -298,13 +297,15 @@ def _build_parser():
                              f"(default {DEFAULT_CLEAR_BYTES})")
     parser.add_argument("--host-calls", type=int, default=DEFAULT_HOST_CALLS,
                         help=f"calls per host-time figure (default {DEFAULT_HOST_CALLS})")
-    parser.add_argument("--json", help="write the rows, the geomeans and the run's facts here")
-    parser.add_argument("--png", help="write a grouped bar chart here (needs matplotlib)")
+    parser.add_argument("--json", metavar="FILE",
+                        help="write the rows, the geomeans and the run's facts here")
+    parser.add_argument("--png", metavar="FILE",
+                        help="write a grouped bar chart here (needs matplotlib)")
     return parser
 
 
 def main(argv=None):
-    args = _build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         specs = parse_shapes(args.shapes)
         if args.calls < 1 or args.host_calls < 1:
@@ -313,6 +314,7 @@ def main(argv=None):
             raise UsageError("--clear-bytes must be at least 4")
         if args.png:
             require_matplotlib()
+        check_fault_variable()
     except UsageError as error:
         return usage_error("tools.bench", error)
     problem = gpu_problem()

@@ -13,7 +13,6 @@ and the line). Comments are dropped (the AST is unparsed); docstrings stay.
 The same tree always gives the same bytes. dist/ is not committed: build it before submitting.
 """
 
-import argparse
 import ast
 import hashlib
 import sys
@@ -223,16 +222,20 @@ def check_bundle(text: str) -> None:
                                   f": imports {module}")
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m tools.bundle",
-                                     description=__doc__.splitlines()[0])
+def build_parser():
+    from tools.cli import ArgumentParser
+    parser = ArgumentParser("tools.bundle", description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", default="dist/submission.py",
                         help="where to write the one-file submission (default dist/submission.py)")
     parser.add_argument("--leaderboard", default="amd-mxfp4-mm",
                         help="the leaderboard named in the #!POPCORN header (default amd-mxfp4-mm)")
     parser.add_argument("--gpu", default="MI355X",
                         help="the GPU named in the #!POPCORN header (default MI355X)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     try:
         text = build_bundle(ROOT, args.leaderboard, args.gpu)
     except BundleError as error:

@@ -6,13 +6,13 @@ With a GPU, custom_kernel runs compiled (the bypass launchers when available); w
 through the Triton interpreter (slow: minutes for the four test shapes). Each shape's inputs
 come from the runner's seed for it (task.yml's; see tools.cli), or the seed written as
 M,N,K,seed; with --seeds N, also from that seed + 13, + 26, ... (as the runner's leaderboard
-mode bumps it). Prints one
-line per shape and seed, then per shape the launch (direct or standard), the split count, the
-ladder's rung that serves it (launchers/ladder.py) and the config. Exit codes: 0 all
-passed, 1 a check failed, 2 a usage error (one line on stderr).
+mode bumps it). Prints a line when each shape and seed starts and one when it ends, with its
+time (the first call of a shape builds and proves its launcher: most of the time through the
+interpreter), then per shape the launch (direct or standard), the split count, the ladder's
+rung that serves it (launchers/ladder.py) and the config. Exit codes: 0 all passed, 1 a check
+failed, 2 a usage error (one line on stderr).
 """
 
-import argparse
 import os
 import sys
 import time
@@ -22,21 +22,25 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from tools.cli import (LEADERBOARD_SEED_STEP, SHAPES_HELP, UsageError,  # noqa: E402
-                       parse_shapes, usage_error)
+from tools.cli import (LEADERBOARD_SEED_STEP, SHAPES_HELP, ArgumentParser,  # noqa: E402
+                       UsageError, check_fault_variable, parse_shapes, usage_error)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m tools.check",
-                                     description=__doc__.splitlines()[0])
+def build_parser():
+    parser = ArgumentParser("tools.check", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["tests"], metavar="SHAPES",
                         help=f"{SHAPES_HELP}, or M,N,K,seed; default tests")
     parser.add_argument("--seeds", type=int, default=1, help="seeds per shape (default 1)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     try:
         specs = parse_shapes(args.shapes)
         if args.seeds < 1:
             raise UsageError(f"--seeds: expected at least 1, got {args.seeds}")
+        check_fault_variable()
     except UsageError as error:
         return usage_error("tools.check", error)
 
@@ -46,22 +50,24 @@ def main(argv=None):
     from launchers import launcher_for
     from submission import custom_kernel
 
+    began = time.perf_counter()
     failures = 0
     used = {}
     for spec in specs:
         m, n, k = spec["m"], spec["n"], spec["k"]
         for seed in range(spec["seed"], spec["seed"] + LEADERBOARD_SEED_STEP * args.seeds,
                           LEADERBOARD_SEED_STEP):
-            data = reference.generate_input(m, n, k, seed=seed)
+            case = f"{m:>5} {n:>5} {k:>5} seed {seed:>5}"
+            print(f"{case}: started", flush=True)
             start = time.perf_counter()
+            data = reference.generate_input(m, n, k, seed=seed)
             output = custom_kernel(data)
             if output.is_cuda:
                 torch.cuda.synchronize()
-            seconds = time.perf_counter() - start
             ok, message = reference.check_implementation(data, output)
+            seconds = time.perf_counter() - start
             failures += not ok
-            print(f"{m:>5} {n:>5} {k:>5} seed {seed:>5}: "
-                  f"{'pass' if ok else 'FAIL ' + message} ({seconds:.2f} s)", flush=True)
+            print(f"{case}: {'pass' if ok else 'FAIL ' + message} ({seconds:.2f} s)", flush=True)
         launcher = launcher_for(data[0], n)
         used[(m, n, k)] = launcher
     print(f"\n{'shape':<18} {'launch':<9} {'splits':>6}  {'served by':<20} config")
@@ -70,7 +76,7 @@ def main(argv=None):
         label = getattr(launcher.config, "label", launcher.config)   # aiter's is a string
         print(f"{m:>5} {n:>5} {k:>5}  {kind:<9} {launcher.splits:>6}  {launcher.rung:<20} {label}")
     total = len(specs) * args.seeds
-    print(f"\n{total - failures} passed, {failures} failed")
+    print(f"\n{total - failures} passed, {failures} failed in {time.perf_counter() - began:.0f} s")
     return 1 if failures else 0
 
 

@@ -6,8 +6,15 @@ shape sets, launchers.configs) and `M,N,K`, several at once; tools.evaluate also
 (task.yml's, launchers.configs.TASK_SEEDS) where it is a task shape, else SEED_BASE + its index
 in the list. A shape the input format cannot hold (K not a multiple of 64, N not a multiple
 of 16, a size below 1) is a usage error: one line on stderr and exit code 2.
+
+Every tool's parser is an ArgumentParser of this module, so argparse's own errors (an unknown
+option, a value of the wrong type) are such a line too, and `build_parser()` in each tool gives
+its parser without running it (tools.docs lists the options from it).
 """
 
+import argparse
+import os
+import re
 import sys
 
 SHAPE_SETS = ("tests", "benchmarks", "all")
@@ -21,11 +28,36 @@ class UsageError(Exception):
     """A bad command line or shapes file: reported in one line with exit code 2."""
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the tools' prog, `python -m tools.NAME`, and their errors: one line on
+    stderr, `tools.NAME: message`, exit code 2 (where argparse would print its usage block
+    first; --help still prints the whole usage)."""
+
+    def __init__(self, name: str, **kwargs):
+        super().__init__(prog=f"python -m {name}", **kwargs)
+        self.name = name
+        # A value such as -4,64,256 is an argument (a shape, refused as one), not an option.
+        self._negative_number_matcher = re.compile(r"^-\.?\d[\d,.]*$")
+
+    def error(self, message):
+        self.exit(USAGE_EXIT_CODE, f"{self.name}: {message}\n")
+
+
 def usage_error(prog: str, error) -> int:
     """Print `prog: error` on stderr (prog: "tools.NAME", every tool's prefix); the exit code
     of a usage error."""
     print(f"{prog}: {error}", file=sys.stderr)
     return USAGE_EXIT_CODE
+
+
+def check_fault_variable() -> None:
+    """MXFP4_MM_FAULT (launchers.ladder) parsed before anything is built, so that a bad value
+    is a usage error rather than a traceback from deep in the first call."""
+    from launchers.ladder import FAULT_VARIABLE, parse_faults
+    try:
+        parse_faults(os.environ.get(FAULT_VARIABLE, ""))
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def check_shape(m: int, n: int, k: int) -> None:

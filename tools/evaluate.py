@@ -53,7 +53,6 @@ modes stop with exit code 2. Exit code 0 when every check passed, 1 when any fai
 usage errors and modes that cannot run here.
 """
 
-import argparse
 import ast
 import importlib.abc
 import importlib.machinery
@@ -69,7 +68,8 @@ import time
 import traceback
 from pathlib import Path
 
-from tools.cli import LEADERBOARD_SEED_STEP, UsageError, assign_seeds, parse_shapes, usage_error
+from tools.cli import (LEADERBOARD_SEED_STEP, ArgumentParser, UsageError, assign_seeds,
+                       check_fault_variable, parse_shapes, usage_error)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("test", "benchmark", "leaderboard", "profile", "ranked")
@@ -453,14 +453,20 @@ def require_matplotlib():
 
 
 def check_standalone(submission) -> None:
-    """A file outside the project root runs alone, as on the runner: refuse one that imports
+    """The file must parse (a syntax error is one line here, not a traceback in the child).
+    A file outside the project root runs alone, as on the runner: refuse one that imports
     the project's packages (the unbundled submission.py), saying what to run instead."""
     from tools.bundle import PROJECT_PACKAGES
     path = Path(submission).resolve()
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError as error:
+        raise UsageError(f"--submission: {submission} does not parse: line {error.lineno}: "
+                         f"{error.msg}") from None
     if path.parent == ROOT:
         return
     imported = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             imported.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -508,9 +514,8 @@ def run_child(mode, specs, submission, clear_bytes, max_wall_s, max_calls, env):
             yield {"type": "exit", "code": code}
 
 
-def _build_parser():
-    parser = argparse.ArgumentParser(prog="python -m tools.evaluate",
-                                     description=__doc__.splitlines()[0])
+def build_parser():
+    parser = ArgumentParser("tools.evaluate", description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=MODES,
                         help="test: one checked call per shape; benchmark: timed calls on one "
                              "input per shape; leaderboard: fresh inputs and a check for every "
@@ -521,19 +526,22 @@ def _build_parser():
     parser.add_argument("--submission", default=str(ROOT / "submission.py"),
                         help="the file to run as submission.py (default: the project's)")
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--shapes", nargs="+",
+    group.add_argument("--shapes", nargs="+", metavar="SHAPES",
                        help="tests, benchmarks, all, M,N,K or M,N,K,seed (several allowed)")
-    group.add_argument("--shapes-file",
+    group.add_argument("--shapes-file", metavar="FILE",
                        help="the runner's format: `m: 8; n: 2112; k: 7168; seed: 124` a line")
-    parser.add_argument("--json", help="write the rows and the geomean to this file")
-    parser.add_argument("--plot", help="write a PNG bar chart of the timings (needs matplotlib)")
+    parser.add_argument("--json", metavar="FILE",
+                        help="write the rows and the geomean to this file")
+    parser.add_argument("--plot", metavar="FILE",
+                        help="write a PNG bar chart of the timings (needs matplotlib)")
     parser.add_argument("--clear-bytes", type=int, default=DEFAULT_CLEAR_BYTES,
                         help=f"cache-clear buffer per timed call (default {DEFAULT_CLEAR_BYTES})")
     parser.add_argument("--max-wall", type=float, default=DEFAULT_MAX_WALL_S,
-                        help="seconds of timed loop per shape before stopping (default 10)")
+                        help=f"seconds of timed loop per shape before stopping "
+                             f"(default {DEFAULT_MAX_WALL_S:g})")
     parser.add_argument("--max-calls", type=int, default=0,
-                        help="timed calls per shape at most "
-                             "(default: 1000 benchmark, 100 leaderboard)")
+                        help=f"timed calls per shape at most (default: {MAX_CALLS['benchmark']} "
+                             f"benchmark, {MAX_CALLS['leaderboard']} leaderboard)")
     return parser
 
 
@@ -678,7 +686,7 @@ def run_ranked(args, env) -> tuple:
 
 
 def main(argv=None):
-    args = _build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         if args.mode == "ranked" and (args.shapes or args.shapes_file):
             raise UsageError("ranked runs the task's shapes (the tests, then the benchmarks); "
@@ -693,6 +701,7 @@ def main(argv=None):
         check_standalone(args.submission)
         if args.clear_bytes < 4:
             raise UsageError("--clear-bytes must be at least 4")
+        check_fault_variable()
     except UsageError as error:
         return usage_error("tools.evaluate", error)
 

@@ -48,7 +48,8 @@ from kernels import formats                  # noqa: E402
 from kernels.quantize import QUANTIZERS      # noqa: E402
 from launchers.configs import GEMM_CONFIGS, GemmConfig  # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
-from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes, usage_error  # noqa: E402
+from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, parse_plain_shapes,  # noqa: E402
+                       usage_error)
 from tools.gfx950 import report as gfx950   # noqa: E402
 from tools.gfx950.cross_compile import (ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
                                         compile_for, run_with_triton)
@@ -179,14 +180,13 @@ def _versions(word: str) -> list:
     return [_version(v) for v in word.split(",")]
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(prog="python -m tools.isa",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--arch", choices=["gfx950", "sm_90"], default="gfx950")
+def build_parser():
+    parser = ArgumentParser("tools.isa", description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", choices=["gfx950", "sm_90"], default="gfx950",
+                        help="the target: gfx950 (MI355X) or sm_90 (H100/H200; default gfx950)")
     parser.add_argument("--quantizer", choices=QUANTIZERS, default="hardware",
                         help="the gfx950 in-register quantizer (default hardware)")
-    parser.add_argument("--json", help="write the rows as a JSON list to this file")
+    parser.add_argument("--json", metavar="FILE", help="write the rows as a JSON list to this file")
     parser.add_argument("--asm-dir", metavar="DIR",
                         help="write each gfx950 row's assembly into DIR (the row's \"asm\")")
     parser.add_argument("--sweep", nargs="+", metavar="SHAPES",
@@ -204,6 +204,12 @@ def main(argv=None):
                              "and print a markdown table of them side by side")
     parser.add_argument("--markdown", metavar="FILE",
                         help="with --compare-tritons: also write the markdown table to FILE")
+    return parser
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         sweep_shapes = parse_plain_shapes(args.sweep) if args.sweep else None

@@ -18,7 +18,6 @@ equivalent, the score (killed over non-equivalent mutants), the wall time, each 
 survivor's diff, and the path of the equivalents file. Not part of CI (tens of minutes).
 """
 
-import argparse
 import fnmatch
 import json
 import os
@@ -216,8 +215,9 @@ def summarize(results: dict, kernel_results: dict, equivalents: dict, wall_s: fl
     return lines, score
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.mutation", description=__doc__.split("\n")[0])
+def build_parser():
+    from tools.cli import ArgumentParser
+    parser = ArgumentParser("tools.mutation", description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT,
                         help="the tree to test (default this checkout); its mutmut config, kernel "
                              "mutants and equivalents are this checkout's")
@@ -233,7 +233,11 @@ def main(argv=None) -> int:
                              f"reported not run)")
     parser.add_argument("--no-kernels", action="store_true", help="skip the kernel mutants")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
     root = args.root.resolve()
     if not (root / ".git").exists():
         fail(f"--root {root} is not a git checkout")

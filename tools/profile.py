@@ -14,7 +14,6 @@ neither and long scoreboard or barrier stalls.
 Needs a GPU and ncu with access to the counters; exit 2 otherwise.
 """
 
-import argparse
 import csv
 import io
 import os
@@ -110,17 +109,22 @@ def run_child(shape_words: list) -> int:
     return 0
 
 
+def build_parser():
+    from tools.cli import SHAPES_HELP, ArgumentParser
+    parser = ArgumentParser("tools.profile", description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
+                        help=f"{SHAPES_HELP}; default benchmarks")
+    parser.add_argument("--ncu", default=None, help="ncu executable (default: from PATH)")
+    parser.add_argument("--csv", default=None, metavar="FILE", help="also write ncu's raw CSV here")
+    return parser
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == [CHILD_FLAG]:
         return run_child(argv[1:])
-    from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes
-    parser = argparse.ArgumentParser(prog="python -m tools.profile",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
-                        help=f"{SHAPES_HELP}; default benchmarks")
-    parser.add_argument("--ncu", default=None, help="ncu executable (default: from PATH)")
-    parser.add_argument("--csv", default=None, help="also write ncu's raw CSV here")
+    from tools.cli import UsageError, parse_plain_shapes
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         shapes = parse_plain_shapes(args.shapes)

@@ -13,14 +13,13 @@
 Prints figures and `N passed, N failed`; exits 1 on any failure. Needs a GPU.
 """
 
-import argparse
 import random
 import sys
 import time
 
 import torch
 
-from tools.cli import usage_error
+from tools.cli import ArgumentParser, UsageError, check_fault_variable, usage_error
 
 
 def random_shapes(count, rng):
@@ -69,9 +68,8 @@ def memory_stays_flat(m, n, k, calls, custom_kernel, cached_launcher_count) -> b
     return verdict == "flat"
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m tools.soak",
-                                     description=__doc__.splitlines()[0])
+def build_parser():
+    parser = ArgumentParser("tools.soak", description=__doc__.splitlines()[0])
     parser.add_argument("--random-shapes", type=int, default=50, metavar="COUNT",
                         help="how many random shapes to check against the reference "
                              "(M up to 4096, N and K multiples of 64 up to 8192; default 50)")
@@ -83,10 +81,17 @@ def main(argv=None):
                              "a check each (default 100)")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the random shapes and their inputs (default 0)")
-    args = parser.parse_args(argv)
-    if min(args.random_shapes, args.calls, args.iterations) < 0:
-        return usage_error("tools.soak", "--random-shapes, --calls and --iterations must not "
-                                         "be negative")
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        if min(args.random_shapes, args.calls, args.iterations) < 0:
+            raise UsageError("--random-shapes, --calls and --iterations must not be negative")
+        check_fault_variable()
+    except UsageError as error:
+        return usage_error("tools.soak", error)
     if not torch.cuda.is_available():
         print("tools.soak: needs a GPU; run it on a machine with CUDA or ROCm", file=sys.stderr)
         return 2

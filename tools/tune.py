@@ -16,7 +16,6 @@ an interrupted run resumes where it stopped; `--write` puts each shape's fastest
 median) into launchers/config_table.py for the running arch, with a note of its figures.
 """
 
-import argparse
 import dataclasses
 import datetime
 import json
@@ -253,10 +252,9 @@ def write_winners(arch: str, winners: dict, path: Path = TABLE_PATH):
     path.write_text(render_table(table, config_table.__doc__))
 
 
-def parse_args(argv):
-    from tools.cli import SHAPES_HELP, UsageError, parse_plain_shapes
-    parser = argparse.ArgumentParser(prog="python -m tools.tune",
-                                     description=__doc__.splitlines()[0])
+def build_parser():
+    from tools.cli import SHAPES_HELP, ArgumentParser
+    parser = ArgumentParser("tools.tune", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
                         help=f"{SHAPES_HELP}; default benchmarks")
     parser.add_argument("--budget-s", type=float, default=480.0,
@@ -273,6 +271,12 @@ def parse_args(argv):
                         help="compile processes (default 8)")
     parser.add_argument("--write", action="store_true",
                         help="write the winners into launchers/config_table.py for this arch")
+    return parser
+
+
+def parse_args(argv):
+    from tools.cli import UsageError, parse_plain_shapes
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         args.shape_list = parse_plain_shapes(args.shapes)

@@ -102,6 +102,7 @@ def run_with_triton(version: str, module_args: list) -> int:
 
 if __name__ == "__main__":
     import argparse
-    argparse.ArgumentParser(prog="python -m tools.gfx950.cross_compile", description=__doc__,
-                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    from tools.cli import ArgumentParser
+    ArgumentParser("tools.gfx950.cross_compile", description=__doc__,
+                   formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     print(__doc__)

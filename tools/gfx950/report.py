@@ -487,3 +487,29 @@ def format_critical_paths(rows) -> str:
             lines.append(text)
     lines += ["", "model: " + fit.describe()]
     return "\n".join(lines)
+
+
+def per_call_markdown(rows) -> str:
+    """The benchmark shapes' table entries as markdown, per call: launches, global round trips
+    · LDS waits · barriers, busiest-SIMD issue and modelled µs, beside aiter's kernel and the
+    best public config of the shape (modelled, and measured), the geomeans, and the model with
+    its held-out error. What README and docs/results.md show (`python -m tools.docs`)."""
+    data = model.load_points()
+    fit = model.fit(data)
+    calls = per_call(rows)
+    summary = benchmark_summary(calls, fit, data)
+    lines = ["| shape | ours: config | launches, RT · LDS · barriers, issue | modelled µs: ours "
+             "| aiter | best public (measured) |", "|---|---|---|---|---|---|"]
+    for call in calls:
+        if call["candidate"] is not None or call["shape"] not in BENCHMARK_SHAPES:
+            continue
+        ours, aiter, public, point, measured = summary[call["shape"]]
+        path = (f"{call['launches']}, {_trips(call['global_round_trips'])} · "
+                f"{call['lds_waits']} · {call['barriers']}, {call['busiest_simd_issue']:,}")
+        lines.append(f"| {'×'.join(map(str, call['shape']))} | "
+                     f"{GemmConfig(**call['config']).label} | {path} | **{ours:.2f}** | "
+                     f"{aiter:.2f} | {public:.2f} ({measured:.2f}) |")
+    if "geomean" in summary:
+        ours, aiter, public = summary["geomean"]
+        lines.append(f"| geomean | | | **{ours:.2f}** | {aiter:.2f} | {public:.2f} |")
+    return "\n".join(lines + ["", f"Model (`tools.gfx950.model`): {fit.describe()}."])
