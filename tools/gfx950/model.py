@@ -121,6 +121,8 @@ class Error(NamedTuple):
 
 
 class Fit(NamedTuple):
+    harness_floor_us: float
+    hbm_tb_s: float
     terms: tuple
     coefficients: tuple      # µs per unit of each term
     points: int
@@ -138,7 +140,8 @@ class Fit(NamedTuple):
                  "constant": "1", "bytes_per_cu": "MB per CU"}
         parts = [f"{c * 1000:.3f} ns x issue" if t == "issue" else f"{c:.2f} µs x {names[t]}"
                  for t, c in zip(self.terms, self.coefficients)]
-        return (f"t = 5.8 µs + HBM bytes at 8 TB/s + {' + '.join(parts)}; fitted on "
+        return (f"t = {self.harness_floor_us:g} µs + HBM bytes at {self.hbm_tb_s:g} TB/s + "
+                f"{' + '.join(parts)}; fitted on "
                 f"{self.points} leaderboard-mode points of aiter's kernel ({self.shapes} shapes); "
                 f"held out: one point {self.leave_one_point_out.rms:.2f} µs RMS (max "
                 f"{self.leave_one_point_out.max:.2f}), one shape {self.leave_one_shape_out.rms:.2f}"
@@ -166,7 +169,7 @@ def fit(data: dict = None, terms: tuple = MODEL_TERMS) -> Fit:
     for shape in shapes:
         held = [c for c in calls if c[1].shape == shape]
         shape_out += residuals(solve([c for c in calls if c[1].shape != shape]), held)
-    return Fit(tuple(terms), tuple(coefficients), len(calls), len(shapes),
+    return Fit(data["harness_floor_us"], data["hbm_tb_s"], tuple(terms), tuple(coefficients), len(calls), len(shapes),
                Error.of(residuals(coefficients, calls)), Error.of(point_out), Error.of(shape_out))
 
 

@@ -7,10 +7,12 @@ reduce) with Triton's HIP backend and ranks them by their modelled µs, in two s
      the values below;
   2. around each of the REFINE_TOP best: one field changed at a time (warps, stages,
      waves_per_eu, a second launch for the split-K sum, the cache modifier, the XCD remap,
-     the order of the B-scale load).
-A config is eligible when it compiles without spills or scratch, has no hazard, and its
-in-kernel split-K reduce (if any) is release-ordered; `ranked(rows)` orders the eligible
-calls. The space is data (the tuples below); the import-time candidates are picked from its
+     the order of the B-scale load); repeated REFINE_ROUNDS times around the best so far, so
+     that changes that pay together are found.
+A config is eligible when it compiles without spills or scratch, has no hazard, its in-kernel
+split-K reduce (if any) is release-ordered, and its quantizer's fast path spends at most
+MAX_FAST_PATH_INSTRUCTIONS per A element (short K tiles spread the quantizer's fixed costs
+over fewer elements); `ranked(rows)` orders the eligible calls. The space is data (the tuples below); the import-time candidates are picked from its
 best (launchers/candidates.py).
 """
 
@@ -34,7 +36,9 @@ WAVES_PER_EU = (0, 1, 2)
 MAX_TILE_ELEMENTS = 64 * 256 * 1024   # past it the tile spills under every option
 MAX_ROUNDS = 4                        # workgroups past 4 per CU are not worth compiling
 REFINE_TOP = 4
+REFINE_ROUNDS = 2
 WORKERS = 2
+MAX_FAST_PATH_INSTRUCTIONS = {"hardware": 8.0, "hardware-f32": 9.0}   # per A element
 
 
 def _default_warps(block_m: int, block_n: int) -> int:
@@ -85,9 +89,11 @@ def neighbours(config: GemmConfig, k: int) -> list:
 
 
 def eligible(rows) -> bool:
+    bar = MAX_FAST_PATH_INSTRUCTIONS.get(rows[0]["quantizer"], float("inf"))
     return all("error" not in r and "critical_path" in r and not r["scratch_bytes"]
                and not r["vgpr_spills"] and not r["sgpr_spills"] and not r["hazards"]
-               and r.get("release_ordered", True) for r in rows)
+               and r.get("release_ordered", True)
+               and r.get("fast_path_instructions_per_element", 0) <= bar for r in rows)
 
 
 def ranked(calls) -> list:
@@ -116,10 +122,12 @@ def search(shape, quantizer: str) -> list:
     calls = _compile_all([(shape, c, quantizer) for c in tile_configs(shape)],
                          f"{name} tiles")
     seen = {GemmConfig(**rows[0]["config"]) for rows in calls}
-    refine = []
-    for rows in ranked(calls)[:REFINE_TOP]:
-        for config in neighbours(GemmConfig(**rows[0]["config"]), shape[2]):
-            if config not in seen:
-                seen.add(config)
-                refine.append((shape, config, quantizer))
-    return calls + _compile_all(refine, f"{name} refine")
+    for round_ in range(REFINE_ROUNDS):
+        refine = []
+        for rows in ranked(calls)[:REFINE_TOP]:
+            for config in neighbours(GemmConfig(**rows[0]["config"]), shape[2]):
+                if config not in seen:
+                    seen.add(config)
+                    refine.append((shape, config, quantizer))
+        calls += _compile_all(refine, f"{name} refine {round_ + 1}")
+    return calls
