@@ -165,8 +165,9 @@ class GemmLauncher:
         counters = slots = out
         if self.reduces_in_kernel:
             counters = tile_counters(self.config, self.m, self.n, self.device)
-            slots = release_slots(self.config, self.m, self.n, self.k, self.threads,
-                                  self.release_every_wave, self.device)
+        if self.reduces_in_kernel and self.release_every_wave:
+            slots = release_slots(self.config, self.m, self.n, self.k, self.threads, True,
+                                  self.device)
         gemm_args = ((a, a if a_scales is None else a_scales, b, b_scales, out, partials,
                       counters, slots) + self._gemm_constants)
         return gemm_args, partials, out
