@@ -3,17 +3,17 @@
 `launcher_for(a, n)` returns the launcher for the current target and this problem, built and
 proven on first use (launchers.ladder: the table's config with the best quantizer whose
 proof passes, or the next rung down) and kept in a bounded LRU cache keyed by (target,
-device, M, N, K, A strides).
+device, M, N, K, A strides). `prewarm(shapes)` builds and proves the launchers of the given
+shapes, so that the first timed call compiles and loads nothing; `tune_launchers(shapes)`
+then lets the device choose among proven candidates by timing them (launchers.tuner).
 
 The build runs in a thread of its own, which the caller's thread waits for: there it takes
 that thread's default queue and the caching allocator's ordinary pool, whatever the caller's
 thread is doing. So a shape's first call may come inside torch.compile(mode="reduce-overhead")
 (its warm-up routes the calling thread's allocations to a CUDA graph's pool; its capture uses
 the "thread_local" error mode) or inside a torch.cuda.graph capture in "thread_local" or
-"relaxed" error mode. A capture in "global" mode (torch.cuda.graph's default) forbids every
-thread to read results back; a first call there raises one line naming the shape. `prewarm(shapes)` builds and proves the launchers of the given
-shapes, so that the first timed call compiles and loads nothing; `tune_launchers(shapes)`
-then lets the device choose among proven candidates by timing them (launchers.tuner).
+"relaxed" error mode. In a capture in "global" mode (torch.cuda.graph's default) CUDA refuses
+the build thread's calls too; a first call there raises one line naming the shape.
 
 `mxfp4_gemm(a, b_shuffle, b_scale_sh)` is the one path from the three tensors to a new output
 (validation, the empty-M case, the cached launcher): submission.custom_kernel calls it, and so

@@ -163,8 +163,9 @@ print("replay equals eager" if same else "replay differs from eager")
 
 @gpu
 def test_a_capture_in_global_mode_with_the_first_call_inside_works_or_names_the_shape():
-    """torch.cuda.graph's default error mode may forbid the build's thread to read results
-    back: then the op's error is one line naming the shape; else the replay is right."""
+    """torch.cuda.graph's default error mode may make CUDA refuse the build thread's calls
+    (it does on the H200): then the op's error is one line naming the shape; else
+    the replay is right."""
     result = subprocess.run([sys.executable, "-c", GLOBAL_CAPTURE], cwd=ROOT, text=True,
                             capture_output=True, timeout=90)
     refusal = ("RuntimeError: mxfp4_mm.gemm: the first call of shape 4x2880x512 is inside a "
