@@ -54,13 +54,6 @@ def _partials(m, n, splits, device):
     return torch.empty((splits, m, n), dtype=torch.float32, device=device)
 
 
-def tile_counters(config: GemmConfig, m: int, n: int, device):
-    """The zeroed per-tile counters of split_k_reduce "last_program" (one int32 otherwise)."""
-    tiles = gemm_tiles(m, n, config.block_m, config.block_n)
-    uses_counters = config.split_k > 1 and config.split_k_reduce == "last_program"
-    return torch.zeros(tiles if uses_counters else 1, dtype=torch.int32, device=device)
-
-
 def release_plan(config: GemmConfig, backend: str, every_wave=None) -> tuple:
     """(whether each thread releases its split-K partials before the counter, threads per
     program); every_wave None means on AMD, where one wave's release does not cover the others'."""
@@ -68,14 +61,22 @@ def release_plan(config: GemmConfig, backend: str, every_wave=None) -> tuple:
     return every_wave, WARP_SIZE.get(backend, 32) * config.num_warps
 
 
-def release_slots(config: GemmConfig, m: int, n: int, k: int, threads: int, every_wave: bool,
-                  device):
-    """The int32 words that split_k_reduce "last_program" releases per thread (AMD), else one;
-    uninitialized (the kernel adds 0 to them and reads nothing back)."""
+def counters_and_slots(config: GemmConfig, m: int, n: int, k: int, threads: int,
+                       every_wave: bool, c) -> tuple:
+    """(counters, release slots) for one call, new each time where the GEMM sums split-K itself
+    (split_k_reduce "last_program", more than one split launched): int32 counters [tiles],
+    zeroed, and, where every thread releases (release_plan), int32 slots [grid * threads],
+    uninitialized (the kernel adds 0 to them and reads nothing back). C stands in for what the
+    kernel does not read, so that every call has the dtypes the kernel was compiled for."""
     splits, _ = config.splits_for(k)
-    used = every_wave and splits > 1 and config.split_k_reduce == "last_program"
+    if splits == 1 or config.split_k_reduce != "last_program":
+        return c, c
+    tiles = gemm_tiles(m, n, config.block_m, config.block_n)
+    counters = torch.zeros(tiles, dtype=torch.int32, device=c.device)
+    if not every_wave:
+        return counters, c
     programs = gemm_grid(m, n, config.block_m, config.block_n, splits)[0]
-    return torch.empty(programs * threads if used else 1, dtype=torch.int32, device=device)
+    return counters, torch.empty(programs * threads, dtype=torch.int32, device=c.device)
 
 
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
@@ -96,8 +97,7 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
     b_scales = torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8, device=device)
     c = _output(m, n, device)
     partials = _partials(m, n, splits, device) if splits > 1 else c
-    counters = tile_counters(config, m, n, device)
-    slots = release_slots(config, m, n, k, threads, release_every_wave, device)
+    counters, slots = counters_and_slots(config, m, n, k, threads, release_every_wave, c)
     gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, partials, counters,
                                slots, m, n, k, block_m=config.block_m, block_n=config.block_n,
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
@@ -157,17 +157,13 @@ class GemmLauncher:
         return self.gemm.is_direct and (self.reduce is None or self.reduce.is_direct)
 
     def gemm_arguments(self, a, b_shuffle, b_scale_sh, a_scales=None) -> tuple:
-        """(the GEMM kernel's arguments in signature order, its partials, the new output C); the
-        counters and release slots of an in-kernel reduce are new too (C where unused)."""
+        """(the GEMM kernel's arguments in signature order, its partials, the new output C);
+        counters and release slots from counters_and_slots."""
         b, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
         out = _output(self.m, self.n, self.device)
         partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
-        counters = slots = out
-        if self.reduces_in_kernel:
-            counters = tile_counters(self.config, self.m, self.n, self.device)
-        if self.reduces_in_kernel and self.release_every_wave:
-            slots = release_slots(self.config, self.m, self.n, self.k, self.threads, True,
-                                  self.device)
+        counters, slots = counters_and_slots(self.config, self.m, self.n, self.k, self.threads,
+                                             self.release_every_wave, out)
         gemm_args = ((a, a if a_scales is None else a_scales, b, b_scales, out, partials,
                       counters, slots) + self._gemm_constants)
         return gemm_args, partials, out

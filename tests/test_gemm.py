@@ -313,11 +313,11 @@ def test_column_major_a_over_several_k_tiles(device):
 
 # ---------------------------------------------------------------------------------------
 # launchers.gemm's decisions, with recording fakes (no kernel runs). Decisions listed:
-# - per-tile counters only for split_k > 1 with "last_program", else one word;
 # - the release plan: every wave releases on HIP unless told, threads = warp size (64 on HIP,
-#   32 elsewhere) * num_warps; release slots only for every-wave release of more than one
-#   launched split with "last_program", one per thread of every program;
-# - an in-kernel reduce gets zeroed counters and release slots of its own on every call;
+#   32 elsewhere) * num_warps;
+# - per-tile counters only for more than one launched split with "last_program", release
+#   slots only for those with every-wave release, one per thread of every program; new ones
+#   on every call, C where the kernel reads neither;
 # - the specs: the quantizer checked and passed on, the quantizer's fast path off on CUDA only,
 #   A as given strides (or its codes and scales when prequantized), a reduce launch only for
 #   more than one launched split with split_k_reduce "kernel", each with its own options;
@@ -326,15 +326,6 @@ def test_column_major_a_over_several_k_tiles(device):
 # ---------------------------------------------------------------------------------------
 
 from launchers import gemm as gemm_module  # noqa: E402
-
-
-@pytest.mark.parametrize("split_k, reduce, words", [
-    (1, "last_program", 1), (2, "kernel", 1), (2, "last_program", 3 * 2)])
-def test_tile_counters(split_k, reduce, words):
-    config = GemmConfig(16, 64, 256, split_k=split_k, split_k_reduce=reduce)
-    counters = gemm_module.tile_counters(config, 40, 128, "cpu")
-    assert counters.dtype == torch.int32 and counters.numel() == words
-    assert not counters.any()
 
 
 @pytest.mark.parametrize("backend, every_wave, want", [
@@ -346,16 +337,25 @@ def test_release_plan(backend, every_wave, want):
                                     every_wave) == want
 
 
-@pytest.mark.parametrize("split_k, reduce, k, every_wave, words", [
-    (2, "last_program", 512, True, 2 * 2 * 128),     # 2 tiles x 2 splits x 128 threads
-    (2, "last_program", 512, False, 1),
-    (2, "kernel", 512, True, 1),
-    (2, "last_program", 256, True, 1),               # one split launched
-    (1, "last_program", 512, True, 1)])
-def test_release_slots(split_k, reduce, k, every_wave, words):
+@pytest.mark.parametrize("split_k, reduce, k, every_wave, counters, slots", [
+    (2, "last_program", 512, True, 3 * 2, 3 * 2 * 2 * 128),   # 3 x 2 tiles, 2 splits, 128 threads
+    (2, "last_program", 512, False, 3 * 2, None),
+    (2, "kernel", 512, True, None, None),
+    (2, "last_program", 256, True, None, None),               # one split launched
+    (1, "last_program", 512, True, None, None)])
+def test_counters_and_slots(split_k, reduce, k, every_wave, counters, slots):
+    """New zeroed counters (and slots where every wave releases) only for an in-kernel
+    split-K reduce; C (None here) where the kernel reads neither."""
     config = GemmConfig(16, 64, 256, split_k=split_k, split_k_reduce=reduce)
-    slots = gemm_module.release_slots(config, 16, 128, k, 128, every_wave, "cpu")
-    assert slots.dtype == torch.int32 and slots.numel() == words
+    c = torch.empty(40, 128, dtype=torch.bfloat16)
+    got = gemm_module.counters_and_slots(config, 40, 128, k, 128, every_wave, c)
+    for tensor, words in zip(got, (counters, slots)):
+        if words is None:
+            assert tensor is c
+        else:
+            assert tensor.dtype == torch.int32 and tensor.shape == (words,)
+    if counters is not None:
+        assert not got[0].any()
 
 
 @pytest.fixture
