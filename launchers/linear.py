@@ -48,9 +48,6 @@ class MXFP4Linear(torch.nn.Module):
         if weight.dtype != torch.bfloat16:
             raise TypeError(f"MXFP4Linear.from_linear: expected a bfloat16 weight, got "
                             f"{weight.dtype}; convert with linear.to(torch.bfloat16) first")
-        if weight.shape[1] % (2 * formats.WEIGHT_TILE_BYTES):
-            raise ValueError(f"MXFP4Linear.from_linear: in_features must be a multiple of "
-                             f"{2 * formats.WEIGHT_TILE_BYTES}, got {weight.shape[1]}")
         return cls(*formats.prepare_weight(weight), linear.bias)
 
     @classmethod
