@@ -28,7 +28,7 @@ try:
 except ImportError:
     aiter = None
 
-SCALE_PAD_BYTE = 0xFF
+SCALE_PAD_BYTE = formats.SCALE_PAD_BYTE
 _FP4 = getattr(torch, "float4_e2m1fn_x2", torch.uint8)
 _E8M0 = getattr(torch, "float8_e8m0fnu", torch.uint8)
 

@@ -22,6 +22,9 @@ WEIGHT_TILE_BYTES = 32
 SCALE_PAD_ROWS = 256
 SCALE_PAD_COLS = 8
 SCALE_TILE_ROWS = 32
+# What prepare_weight (and reference.generate_input) write in e8m0_shuffle's padding: a NaN
+# scale, so that a kernel which reads the padding gives NaN, not a plausible number.
+SCALE_PAD_BYTE = 0xFF
 
 _FP32_MANTISSA_ROUND = 0x200000      # adding it carries into the exponent when 1.f >= 1.75
 _FP32_EXPONENT_MASK = -0x800000      # 0xFF800000 as an int32
@@ -248,3 +251,22 @@ def e8m0_unshuffle(shuffled: torch.Tensor, rows: int, cols: int) -> torch.Tensor
     u8 = shuffled.view(torch.uint8).contiguous()
     out = u8.view(sm // 32, sn // 8, 4, 16, 2, 2).permute(0, 5, 3, 1, 4, 2).contiguous()
     return out.view(sm, sn)[:rows, :cols].view(shuffled.dtype)
+
+
+def prepare_weight(weight: torch.Tensor):
+    """bf16 weight [N, K] (an nn.Linear's, rows = outputs) -> (B_shuffle uint8 [N, K/2],
+    B_scale_sh uint8 [pad(N,256), pad(K/32,8)]), the op's weight operands.
+
+    quantize_mxfp4, then shuffle_weight and e8m0_shuffle (padding SCALE_PAD_BYTE): bit for bit
+    reference.generate_input's B_shuffle and B_scale_sh (which are the same bytes viewed as
+    float4_e2m1fn_x2 and float8_e8m0fnu where torch has them). N % 16 == 0, K % 64 == 0.
+    """
+    if weight.dtype != torch.bfloat16 or weight.dim() != 2:
+        raise TypeError(f"prepare_weight: expected a 2-D bfloat16 weight [N, K], got "
+                        f"{weight.dim()}-D {weight.dtype}")
+    n, k = weight.shape
+    if n % WEIGHT_TILE_N or k % (2 * WEIGHT_TILE_BYTES):
+        raise ValueError(f"prepare_weight: expected N % {WEIGHT_TILE_N} == 0 and K % "
+                         f"{2 * WEIGHT_TILE_BYTES} == 0 (the (16, 16) shuffle), got N={n}, K={k}")
+    codes, scales = quantize_mxfp4(weight)
+    return shuffle_weight(codes), e8m0_shuffle(scales, pad_value=SCALE_PAD_BYTE)

@@ -7,6 +7,14 @@ device, M, N, K, A strides). `prewarm(shapes)` builds and proves the launchers o
 shapes, so that the first timed call compiles and loads nothing; `tune_launchers(shapes)`
 then lets the device choose among proven candidates by timing them (launchers.tuner).
 
+The build runs in a thread of its own, which the caller's thread waits for: there it takes
+that thread's default queue and the caching allocator's ordinary pool, whatever the caller's
+thread is doing. So a shape's first call may come inside torch.compile(mode="reduce-overhead")
+(its warm-up routes the calling thread's allocations to a CUDA graph's pool; its capture uses
+the "thread_local" error mode) or inside a torch.cuda.graph capture in "thread_local" or
+"relaxed" error mode. In a capture in "global" mode (torch.cuda.graph's default) CUDA refuses
+the build thread's calls too; a first call there raises one line naming the shape.
+
 `mxfp4_gemm(a, b_shuffle, b_scale_sh)` is the one path from the three tensors to a new output
 (validation, the empty-M case, the cached launcher): submission.custom_kernel calls it, and so
 does the torch op `torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh) -> c`, registered here with
@@ -14,8 +22,10 @@ a fake implementation (shapes only), so that torch.compile traces it and CUDA/HI
 capture it.
 """
 
+import contextlib
 import functools
 import os
+import threading
 from collections import OrderedDict
 
 import torch
@@ -49,12 +59,49 @@ def current_target(device) -> tuple:
     return _target_of_device(torch.device(device).index or 0)
 
 
+def _built_in_own_thread(build, device):
+    """build() run in a new thread on `device`; its result, or its exception raised here."""
+    outcome = {}
+
+    def run():
+        try:
+            with torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext():
+                outcome["launcher"] = build()
+        except BaseException as error:   # handed to the caller's thread, raised there
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, name="mxfp4-mm launcher build")
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["launcher"]
+
+
+# In CUDA's and HIP's messages for what a graph capture forbids ("... when ... is capturing",
+# "... during capture").
+CAPTURE_IN_ERROR = "captur"
+
+
+def _proven_launcher(arch, backend, device, m, n, k, a_strides):
+    try:
+        return _built_in_own_thread(
+            lambda: proven_launcher(arch, backend, m, n, k, a_strides, device), device)
+    except RuntimeError as error:
+        if CAPTURE_IN_ERROR not in str(error):
+            raise
+    raise RuntimeError(f"mxfp4_mm.gemm: the first call of shape {m}x{n}x{k} is inside a CUDA "
+                       f"graph capture whose error mode forbids building and proving its "
+                       f"launcher; call the shape once before capturing, or capture with "
+                       f"capture_error_mode=\"thread_local\"")
+
+
 def _launcher(device, m: int, n: int, k: int, a_strides: tuple):
     backend, arch = current_target(device)
     key = (arch, str(device), m, n, k, a_strides)
     launcher = _launchers.get(key)
     if launcher is None:
-        launcher = proven_launcher(arch, backend, m, n, k, a_strides, device)
+        launcher = _proven_launcher(arch, backend, torch.device(device), m, n, k, a_strides)
         _launchers[key] = launcher
         if len(_launchers) > LAUNCHER_CACHE_CAPACITY:
             _launchers.popitem(last=False)

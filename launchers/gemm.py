@@ -9,9 +9,11 @@ and launches the kernels in order. quantizer names A's quantizer (kernels.quanti
 allow_direct=False keeps every launch on Triton's standard launch (launchers.ladder proves
 each choice before it is used).
 
-With split_k_reduce "last_program" the launcher owns one int32 counter per output tile, zero
-between calls (the kernel resets what it counts). Calls of one launcher must therefore not
-overlap on the GPU: calls on one queue never do.
+With split_k_reduce "last_program" every call gets its own zeroed int32 counter per output tile
+(one small fill launch before the GEMM) and its own release slots, as it gets its own output
+and partials: the launcher holds no GPU memory, so calls of one launcher may overlap on the GPU
+(two queues, a graph replay beside an eager call), and building it inside a CUDA graph's memory
+pool leaves nothing behind in that pool.
 """
 
 from typing import NamedTuple
@@ -52,13 +54,6 @@ def _partials(m, n, splits, device):
     return torch.empty((splits, m, n), dtype=torch.float32, device=device)
 
 
-def tile_counters(config: GemmConfig, m: int, n: int, device):
-    """The zeroed per-tile counters of split_k_reduce "last_program" (one int32 otherwise)."""
-    tiles = gemm_tiles(m, n, config.block_m, config.block_n)
-    uses_counters = config.split_k > 1 and config.split_k_reduce == "last_program"
-    return torch.zeros(tiles if uses_counters else 1, dtype=torch.int32, device=device)
-
-
 def release_plan(config: GemmConfig, backend: str, every_wave=None) -> tuple:
     """(whether each thread releases its split-K partials before the counter, threads per
     program); every_wave None means on AMD, where one wave's release does not cover the others'."""
@@ -66,18 +61,27 @@ def release_plan(config: GemmConfig, backend: str, every_wave=None) -> tuple:
     return every_wave, WARP_SIZE.get(backend, 32) * config.num_warps
 
 
-def release_slots(config: GemmConfig, m: int, n: int, k: int, threads: int, every_wave: bool,
-                  device):
-    """The int32 words that split_k_reduce "last_program" releases per thread (AMD), else one."""
+def counters_and_slots(config: GemmConfig, m: int, n: int, k: int, threads: int,
+                       every_wave: bool, c) -> tuple:
+    """(counters, release slots) for one call, new each time where the GEMM sums split-K itself
+    (split_k_reduce "last_program", more than one split launched): int32 counters [tiles],
+    zeroed, and, where every thread releases (release_plan), int32 slots [grid * threads],
+    uninitialized (the kernel adds 0 to them and reads nothing back). C stands in for what the
+    kernel does not read, so that every call has the dtypes the kernel was compiled for."""
     splits, _ = config.splits_for(k)
-    used = every_wave and splits > 1 and config.split_k_reduce == "last_program"
+    if splits == 1 or config.split_k_reduce != "last_program":
+        return c, c
+    tiles = gemm_tiles(m, n, config.block_m, config.block_n)
+    counters = torch.zeros(tiles, dtype=torch.int32, device=c.device)
+    if not every_wave:
+        return counters, c
     programs = gemm_grid(m, n, config.block_m, config.block_n, splits)[0]
-    return torch.zeros(programs * threads if used else 1, dtype=torch.int32, device=device)
+    return counters, torch.empty(programs * threads, dtype=torch.int32, device=c.device)
 
 
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
-                 device, quantizer: str = "software", counters=None, a_prequantized: bool = False,
-                 release_every_wave=None, slots=None) -> list:
+                 device, quantizer: str = "software", a_prequantized: bool = False,
+                 release_every_wave=None) -> list:
     """release_every_wave: see release_plan."""
     checked_quantizer(quantizer)
     splits, split_size = config.splits_for(k)
@@ -93,10 +97,7 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
     b_scales = torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8, device=device)
     c = _output(m, n, device)
     partials = _partials(m, n, splits, device) if splits > 1 else c
-    if counters is None:
-        counters = tile_counters(config, m, n, device)
-    if slots is None:
-        slots = release_slots(config, m, n, k, threads, release_every_wave, device)
+    counters, slots = counters_and_slots(config, m, n, k, threads, release_every_wave, c)
     gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, partials, counters,
                                slots, m, n, k, block_m=config.block_m, block_n=config.block_n,
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
@@ -133,13 +134,11 @@ class GemmLauncher:
                  release_every_wave=None):
         self.config = config
         self.quantizer = quantizer
-        self.m, self.n, self.device = m, n, device
+        self.m, self.n, self.k, self.device = m, n, k, device
         self.splits, _ = config.splits_for(k)
-        self.counters = tile_counters(config, m, n, device)
-        release_every_wave, threads = release_plan(config, backend, release_every_wave)
-        self.release_slots = release_slots(config, m, n, k, threads, release_every_wave, device)
-        specs = launch_specs(config, backend, m, n, k, a_strides, device, quantizer, self.counters,
-                             a_prequantized, release_every_wave, self.release_slots)
+        self.release_every_wave, self.threads = release_plan(config, backend, release_every_wave)
+        specs = launch_specs(config, backend, m, n, k, a_strides, device, quantizer,
+                             a_prequantized, self.release_every_wave)
         gemm_spec = specs[0]
         self.gemm = KernelLaunch(*gemm_spec[1:], allow_direct=allow_direct)
         self._gemm_constants = gemm_spec.sample_args[GEMM_TENSOR_ARGS:]
@@ -159,12 +158,15 @@ class GemmLauncher:
         return self.gemm.is_direct and (self.reduce is None or self.reduce.is_direct)
 
     def gemm_arguments(self, a, b_shuffle, b_scale_sh, a_scales=None) -> tuple:
-        """(the GEMM kernel's arguments in signature order, its partials, the new output C)."""
+        """(the GEMM kernel's arguments in signature order, its partials, the new output C);
+        counters and release slots from counters_and_slots."""
         b, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
         out = _output(self.m, self.n, self.device)
         partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
+        counters, slots = counters_and_slots(self.config, self.m, self.n, self.k, self.threads,
+                                             self.release_every_wave, out)
         gemm_args = ((a, a if a_scales is None else a_scales, b, b_scales, out, partials,
-                      self.counters, self.release_slots) + self._gemm_constants)
+                      counters, slots) + self._gemm_constants)
         return gemm_args, partials, out
 
     def __call__(self, a, b_shuffle, b_scale_sh, a_scales=None, direct=True):

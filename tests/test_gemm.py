@@ -144,7 +144,7 @@ def test_explicit_config_matches_reference(device, shape, config, splits, varian
 
 
 def test_last_program_reduce_over_repeated_calls_with_fresh_inputs(device):
-    """The tile counters return to zero after every call: one launcher, several inputs."""
+    """One launcher, several inputs: each call counts on counters of its own."""
     m, n, k = 8, 192, 1536
     config = GemmConfig(16, 64, 256, split_k=3, split_k_reduce="last_program")
     launcher = None
@@ -155,7 +155,6 @@ def test_last_program_reduce_over_repeated_calls_with_fresh_inputs(device):
         else:
             out = launcher(data[0], data[3], data[4])
         assert_correct(data, out)
-        assert int(launcher.counters.abs().sum()) == 0
 
 
 @pytest.mark.parametrize("config, repeats", [
@@ -314,10 +313,11 @@ def test_column_major_a_over_several_k_tiles(device):
 
 # ---------------------------------------------------------------------------------------
 # launchers.gemm's decisions, with recording fakes (no kernel runs). Decisions listed:
-# - per-tile counters only for split_k > 1 with "last_program", else one word;
 # - the release plan: every wave releases on HIP unless told, threads = warp size (64 on HIP,
-#   32 elsewhere) * num_warps; release slots only for every-wave release of more than one
-#   launched split with "last_program", one per thread of every program;
+#   32 elsewhere) * num_warps;
+# - per-tile counters only for more than one launched split with "last_program", release
+#   slots only for those with every-wave release, one per thread of every program; new ones
+#   on every call, C where the kernel reads neither;
 # - the specs: the quantizer checked and passed on, the quantizer's fast path off on CUDA only,
 #   A as given strides (or its codes and scales when prequantized), a reduce launch only for
 #   more than one launched split with split_k_reduce "kernel", each with its own options;
@@ -326,15 +326,6 @@ def test_column_major_a_over_several_k_tiles(device):
 # ---------------------------------------------------------------------------------------
 
 from launchers import gemm as gemm_module  # noqa: E402
-
-
-@pytest.mark.parametrize("split_k, reduce, words", [
-    (1, "last_program", 1), (2, "kernel", 1), (2, "last_program", 3 * 2)])
-def test_tile_counters(split_k, reduce, words):
-    config = GemmConfig(16, 64, 256, split_k=split_k, split_k_reduce=reduce)
-    counters = gemm_module.tile_counters(config, 40, 128, "cpu")
-    assert counters.dtype == torch.int32 and counters.numel() == words
-    assert not counters.any()
 
 
 @pytest.mark.parametrize("backend, every_wave, want", [
@@ -346,16 +337,25 @@ def test_release_plan(backend, every_wave, want):
                                     every_wave) == want
 
 
-@pytest.mark.parametrize("split_k, reduce, k, every_wave, words", [
-    (2, "last_program", 512, True, 2 * 2 * 128),     # 2 tiles x 2 splits x 128 threads
-    (2, "last_program", 512, False, 1),
-    (2, "kernel", 512, True, 1),
-    (2, "last_program", 256, True, 1),               # one split launched
-    (1, "last_program", 512, True, 1)])
-def test_release_slots(split_k, reduce, k, every_wave, words):
+@pytest.mark.parametrize("split_k, reduce, k, every_wave, counters, slots", [
+    (2, "last_program", 512, True, 3 * 2, 3 * 2 * 2 * 128),   # 3 x 2 tiles, 2 splits, 128 threads
+    (2, "last_program", 512, False, 3 * 2, None),
+    (2, "kernel", 512, True, None, None),
+    (2, "last_program", 256, True, None, None),               # one split launched
+    (1, "last_program", 512, True, None, None)])
+def test_counters_and_slots(split_k, reduce, k, every_wave, counters, slots):
+    """New zeroed counters (and slots where every wave releases) only for an in-kernel
+    split-K reduce; C (None here) where the kernel reads neither."""
     config = GemmConfig(16, 64, 256, split_k=split_k, split_k_reduce=reduce)
-    slots = gemm_module.release_slots(config, 16, 128, k, 128, every_wave, "cpu")
-    assert slots.numel() == words and not slots.any()
+    c = torch.empty(40, 128, dtype=torch.bfloat16)
+    got = gemm_module.counters_and_slots(config, 40, 128, k, 128, every_wave, c)
+    for tensor, words in zip(got, (counters, slots)):
+        if words is None:
+            assert tensor is c
+        else:
+            assert tensor.dtype == torch.int32 and tensor.shape == (words,)
+    if counters is not None:
+        assert not got[0].any()
 
 
 @pytest.fixture
@@ -478,6 +478,18 @@ def test_launches_per_call_and_the_in_kernel_reduce(recording_launcher, config, 
     assert launcher.is_direct
 
 
+def test_every_call_of_an_in_kernel_reduce_gets_its_own_zeroed_counters(recording_launcher):
+    config = GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program", num_warps=4)
+    launcher = recording_launcher(config, n=256)
+    a = torch.zeros(16, 512, dtype=torch.bfloat16)
+    b, s = torch.zeros(256, 256, dtype=torch.uint8), torch.zeros(256, 16, dtype=torch.uint8)
+    first, second = launcher.gemm_arguments(a, b, s)[0], launcher.gemm_arguments(a, b, s)[0]
+    assert first[6].shape == (4,) and not first[6].any()          # 1 x 4 tiles
+    assert first[7].shape == (2 * 4 * 64 * 4,)    # every wave releases on HIP: programs x threads
+    assert first[6].data_ptr() != second[6].data_ptr()
+    assert first[7].data_ptr() != second[7].data_ptr()
+
+
 def test_every_call_gets_fresh_outputs(recording_launcher):
     launcher = recording_launcher()
     a = torch.zeros(16, 512, dtype=torch.bfloat16)
@@ -486,5 +498,5 @@ def test_every_call_gets_fresh_outputs(recording_launcher):
     second = launcher.gemm_arguments(a, b, s)
     assert out.shape == (16, 64) and partials.shape == (2, 16, 64)
     assert out.data_ptr() != second[2].data_ptr() and partials.data_ptr() != second[1].data_ptr()
-    assert first[6] is launcher.counters and first[7] is launcher.release_slots
+    assert first[6] is out and first[7] is out        # no in-kernel reduce: no counters, slots
     assert first[1] is a and launcher.gemm_arguments(a, b, s, a_scales=s)[0][1] is s

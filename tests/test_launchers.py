@@ -1,5 +1,6 @@
 """Configs, config lookup, launch options, the bypass launch and the launcher cache."""
 
+import contextlib
 import itertools
 from collections import OrderedDict
 
@@ -336,10 +337,14 @@ def test_m_zero_needs_no_launcher(monkeypatch, device):
 
 def test_prewarm_builds_each_shape_contiguous_on_the_current_device(recorded_ladder, monkeypatch):
     synced = []
+    build_devices = []
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: synced.append(True))
+    monkeypatch.setattr(torch.cuda, "device", lambda device: build_devices.append(str(device))
+                        or contextlib.nullcontext())     # the build thread's device
     monkeypatch.setattr(launchers, "current_target", lambda device: ("cuda", "sm_90"))
     launchers.prewarm([(4, 64, 512), (8, 96, 1024)], device="cuda")
+    assert build_devices == ["cuda:0", "cuda:0"]
     assert [entry[2:] for entry in recorded_ladder] == [(4, 64, 512, (512, 1), "cuda:0"),
                                                        (8, 96, 1024, (1024, 1), "cuda:0")]
     assert synced == [True]

@@ -1,0 +1,79 @@
+"""MXFP4Linear: an nn.Linear whose weight is held in MXFP4, its forward the op
+torch.ops.mxfp4_mm.gemm (launchers.mxfp4_gemm) plus the bias.
+
+    layer = MXFP4Linear.from_linear(linear)            # a bf16 nn.Linear: quantized once
+    layer = MXFP4Linear.from_mxfp4(codes, scales)      # MXFP4 weights from elsewhere
+    layer = MXFP4Linear(b_shuffle, b_scale_sh)         # the op's own operands
+    y = layer(x)    # x bf16 [..., K] -> bf16 [..., N] = quantize(x) @ dequant(W)^T (+ bias)
+
+The weight lives in two buffers, b_shuffle uint8 [N, K/2] and b_scale_sh uint8
+[pad(N,256), pad(K/32,8)] (kernels.formats.prepare_weight's layouts), so that .to(device) moves
+them and state_dict saves them. The bias (bf16) is added to the bf16 product, rounding once
+more. The input is quantized to MXFP4 on every call, as the op does.
+"""
+
+import torch
+
+from kernels import formats
+from launchers.inputs import gemm_problem
+
+
+def _bf16_bias(bias, n: int):
+    if bias is None:
+        return None
+    if not isinstance(bias, torch.Tensor) or tuple(bias.shape) != (n,):
+        raise ValueError(f"MXFP4Linear: expected a bias of shape ({n},), got "
+                         f"{tuple(bias.shape) if isinstance(bias, torch.Tensor) else bias!r}")
+    return bias.detach().to(torch.bfloat16)
+
+
+class MXFP4Linear(torch.nn.Module):
+    """y = quantize(x) @ dequant(W)^T + bias, W MXFP4 [out_features, in_features]."""
+
+    def __init__(self, b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, bias=None):
+        super().__init__()
+        n, k = b_shuffle.shape[0], 2 * b_shuffle.shape[-1]
+        # the op's own checks (shapes, dtypes, layout), on an input of no rows, no data read
+        gemm_problem(torch.empty((0, k), dtype=torch.bfloat16, device="meta"),
+                     b_shuffle.to("meta"), b_scale_sh.to("meta"))
+        self.in_features, self.out_features = k, n
+        self.register_buffer("b_shuffle", b_shuffle.view(torch.uint8))
+        self.register_buffer("b_scale_sh", b_scale_sh.view(torch.uint8))
+        self.register_buffer("bias", _bf16_bias(bias, n))
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear) -> "MXFP4Linear":
+        """The layer of a bf16 nn.Linear (in_features % 64 == 0, out_features % 16 == 0)."""
+        weight = linear.weight.detach()
+        if weight.dtype != torch.bfloat16:
+            raise TypeError(f"MXFP4Linear.from_linear: expected a bfloat16 weight, got "
+                            f"{weight.dtype}; convert with linear.to(torch.bfloat16) first")
+        return cls(*formats.prepare_weight(weight), linear.bias)
+
+    @classmethod
+    def from_mxfp4(cls, codes: torch.Tensor, scales: torch.Tensor, bias=None) -> "MXFP4Linear":
+        """The layer of an MXFP4 weight: codes [N, K/2] (two E2M1 codes a byte, element 2i in
+        the low nibble) and scales [N, K/32] (E8M0), as uint8 or torch's fp4x2 / e8m0 dtypes."""
+        n, kb = codes.shape
+        if tuple(scales.shape) != (n, formats.cdiv(2 * kb, formats.MX_BLOCK)):
+            raise ValueError(f"MXFP4Linear.from_mxfp4: expected scales of shape "
+                             f"({n}, {formats.cdiv(2 * kb, formats.MX_BLOCK)}) for codes of shape "
+                             f"{tuple(codes.shape)}, got {tuple(scales.shape)}")
+        return cls(formats.shuffle_weight(codes.view(torch.uint8)),
+                   formats.e8m0_shuffle(scales.view(torch.uint8), formats.SCALE_PAD_BYTE), bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != torch.bfloat16:
+            raise TypeError(f"MXFP4Linear: expected a bfloat16 input, got {x.dtype}")
+        if x.shape[-1] != self.in_features:
+            raise ValueError(f"MXFP4Linear: expected an input of last dim {self.in_features}, "
+                             f"got shape {tuple(x.shape)}")
+        y = torch.ops.mxfp4_mm.gemm(x.reshape(-1, self.in_features), self.b_shuffle,
+                                    self.b_scale_sh)
+        if self.bias is not None:
+            y = y + self.bias
+        return y.view(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
