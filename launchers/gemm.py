@@ -9,13 +9,16 @@ and launches the kernels in order. quantizer names A's quantizer (kernels.quanti
 allow_direct=False keeps every launch on Triton's standard launch (launchers.ladder proves
 each choice before it is used).
 
-With split_k_reduce "last_program" every call gets its own zeroed int32 counter per output tile
-(one small fill launch before the GEMM) and its own release slots, as it gets its own output
-and partials: the launcher holds no GPU memory, so calls of one launcher may overlap on the GPU
-(two queues, a graph replay beside an eager call), and building it inside a CUDA graph's memory
-pool leaves nothing behind in that pool.
+With split_k_reduce "last_program" the GEMM counts each output tile's finished splits on an
+int32 counter that its last program resets to zero. The launcher holds rows of such counters,
+zeroed once when it is built, and gives each call the next row in turn, so calls that overlap
+on the GPU (two queues, a graph replay beside an eager call) count on rows of their own while
+fewer than `len(counter_rows)` calls of the launcher are in flight at once (IN_FLIGHT_CALLS,
+fewer where the tiles are many), with no launch added to a call. Its release slots are shared:
+the kernel adds 0 to them and reads nothing back. Outputs and partials are new each call.
 """
 
+import itertools
 from typing import NamedTuple
 
 import torch
@@ -61,22 +64,30 @@ def release_plan(config: GemmConfig, backend: str, every_wave=None) -> tuple:
     return every_wave, WARP_SIZE.get(backend, 32) * config.num_warps
 
 
-def counters_and_slots(config: GemmConfig, m: int, n: int, k: int, threads: int,
-                       every_wave: bool, c) -> tuple:
-    """(counters, release slots) for one call, new each time where the GEMM sums split-K itself
-    (split_k_reduce "last_program", more than one split launched): int32 counters [tiles],
-    zeroed, and, where every thread releases (release_plan), int32 slots [grid * threads],
-    uninitialized (the kernel adds 0 to them and reads nothing back). C stands in for what the
-    kernel does not read, so that every call has the dtypes the kernel was compiled for."""
+IN_FLIGHT_CALLS = 1024          # counter rows per launcher, if they fit COUNTER_WORDS
+COUNTER_WORDS = 1 << 18         # int32 counters per launcher at most (1 MiB)
+
+
+def reduce_state(config: GemmConfig, m: int, n: int, k: int, threads: int, every_wave: bool,
+                 device, rows: int = None) -> tuple:
+    """(counter rows, release slots) where the GEMM sums split-K itself (split_k_reduce
+    "last_program", more than one split launched), else (None, None). Counter rows: `rows`
+    (default: IN_FLIGHT_CALLS, fewer where they would pass COUNTER_WORDS) views int32 [tiles]
+    of one zeroed buffer, each starting 16-byte aligned; release slots: int32 [grid * threads]
+    where every thread releases (release_plan), else None."""
     splits, _ = config.splits_for(k)
     if splits == 1 or config.split_k_reduce != "last_program":
-        return c, c
+        return None, None
     tiles = gemm_tiles(m, n, config.block_m, config.block_n)
-    counters = torch.zeros(tiles, dtype=torch.int32, device=c.device)
-    if not every_wave:
-        return counters, c
-    programs = gemm_grid(m, n, config.block_m, config.block_n, splits)[0]
-    return counters, torch.empty(programs * threads, dtype=torch.int32, device=c.device)
+    stride = formats.pad_to(tiles, 4)
+    if rows is None:
+        rows = max(1, min(IN_FLIGHT_CALLS, COUNTER_WORDS // stride))
+    counters = torch.zeros((rows, stride), dtype=torch.int32, device=device)
+    slots = None
+    if every_wave:
+        programs = gemm_grid(m, n, config.block_m, config.block_n, splits)[0]
+        slots = torch.zeros(programs * threads, dtype=torch.int32, device=device)
+    return [row[:tiles] for row in counters], slots
 
 
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
@@ -97,9 +108,10 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
     b_scales = torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8, device=device)
     c = _output(m, n, device)
     partials = _partials(m, n, splits, device) if splits > 1 else c
-    counters, slots = counters_and_slots(config, m, n, k, threads, release_every_wave, c)
-    gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, partials, counters,
-                               slots, m, n, k, block_m=config.block_m, block_n=config.block_n,
+    rows, slots = reduce_state(config, m, n, k, threads, release_every_wave, device, rows=1)
+    gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, partials,
+                               c if rows is None else rows[0], c if slots is None else slots,
+                               m, n, k, block_m=config.block_m, block_n=config.block_n,
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
                                split_size=split_size, reduce_in_gemm=reduce_in_gemm,
                                cache_modifier=config.cache_modifier, quantizer=quantizer,
@@ -134,11 +146,14 @@ class GemmLauncher:
                  release_every_wave=None):
         self.config = config
         self.quantizer = quantizer
-        self.m, self.n, self.k, self.device = m, n, k, device
+        self.m, self.n, self.device = m, n, device
         self.splits, _ = config.splits_for(k)
-        self.release_every_wave, self.threads = release_plan(config, backend, release_every_wave)
+        release_every_wave, threads = release_plan(config, backend, release_every_wave)
+        self.counter_rows, self._release_slots = reduce_state(config, m, n, k, threads,
+                                                              release_every_wave, device)
+        self._calls = itertools.count()   # next() is atomic: threads never share a row
         specs = launch_specs(config, backend, m, n, k, a_strides, device, quantizer,
-                             a_prequantized, self.release_every_wave)
+                             a_prequantized, release_every_wave)
         gemm_spec = specs[0]
         self.gemm = KernelLaunch(*gemm_spec[1:], allow_direct=allow_direct)
         self._gemm_constants = gemm_spec.sample_args[GEMM_TENSOR_ARGS:]
@@ -159,12 +174,16 @@ class GemmLauncher:
 
     def gemm_arguments(self, a, b_shuffle, b_scale_sh, a_scales=None) -> tuple:
         """(the GEMM kernel's arguments in signature order, its partials, the new output C);
-        counters and release slots from counters_and_slots."""
+        an in-kernel reduce counts on the next counter row (C stands in for what the kernel
+        does not read, so that every call has the dtypes it was compiled for)."""
         b, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
         out = _output(self.m, self.n, self.device)
         partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
-        counters, slots = counters_and_slots(self.config, self.m, self.n, self.k, self.threads,
-                                             self.release_every_wave, out)
+        counters = slots = out
+        if self.counter_rows is not None:
+            counters = self.counter_rows[next(self._calls) % len(self.counter_rows)]
+            if self._release_slots is not None:
+                slots = self._release_slots
         gemm_args = ((a, a if a_scales is None else a_scales, b, b_scales, out, partials,
                       counters, slots) + self._gemm_constants)
         return gemm_args, partials, out

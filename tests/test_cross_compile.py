@@ -54,8 +54,9 @@ def test_every_gfx950_config_is_compiled_by_the_runners_triton(isa_rows):
     assert {row["triton"] for row in rows} == {RUNNER_TRITON}
     gemm_shapes = {tuple(r["shape"]) for r in rows if r["kernel"] == "gemm"}
     assert gemm_shapes == set(GEMM_CONFIGS["gfx950"])
-    split_shapes = {s for s, c in GEMM_CONFIGS["gfx950"].items() if c.split_k > 1}
-    assert {tuple(r["shape"]) for r in rows if r["kernel"] == "reduce"} == split_shapes
+    two_launches = {s for s, c in GEMM_CONFIGS["gfx950"].items()
+                    if c.split_k > 1 and c.split_k_reduce == "kernel"}
+    assert {tuple(r["shape"]) for r in rows if r["kernel"] == "reduce"} == two_launches
 
 
 def test_no_conversion_result_is_read_by_the_next_instruction(isa_rows):
@@ -135,7 +136,9 @@ def test_report_has_the_documented_keys_and_sane_figures(isa_rows):
                 "asm"} <= set(row)
         assert 1 <= row["waves_per_simd"] <= 8 and row["workgroups"] >= 1
         assert row["allocated_vgprs"] >= row["vgprs"]
-        assert 1 <= row["occupancy"] <= row["waves_per_simd"]
+        # the estimate from the registers used is not a bound on the allocation's own figure:
+        # AGPRs are allocated after the aligned arch VGPRs, waves_per_eu pads the allocation
+        assert 1 <= row["occupancy"] <= 8
         if row["config"]["waves_per_eu"] and row["kernel"] == "gemm":
             assert row["occupancy"] <= row["config"]["waves_per_eu"]
         # The real occupancy is LLVM's own figure for the code object.
@@ -149,7 +152,8 @@ def test_report_has_the_documented_keys_and_sane_figures(isa_rows):
             < row["k_tile_instructions"], row["shape"]
         assert row["mfma_replication"] >= 1, row["shape"]
         k_tiles = GemmConfig(**c).splits_for(row["shape"][2])[1] // c["block_k"]
-        assert row["k_loop"] == (k_tiles > 1), row["shape"]
+        # a loop where there are more K tiles than the pipeliner's stages peel out of it
+        assert row["k_loop"] == (k_tiles > c["num_stages"]), row["shape"]
 
 
 CRITICAL_PATH = {"instructions", "global_round_trips", "lds_waits", "barriers",
@@ -300,8 +304,7 @@ def test_the_search_ranks_eligible_calls_by_modelled_time():
     done = _with_runners_triton(SEARCH)
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout)
-    assert found["stage1"] == [[16, 32, 256, 1], [16, 32, 256, 2], [16, 64, 256, 1],
-                               [16, 64, 256, 2]]
+    assert found["stage1"] == [[16, 32, 512, 1], [16, 64, 512, 1]]
     assert found["modelled"] == sorted(found["modelled"])
     assert found["eligible"] and all(found["eligible"])
     assert "calls compiled" in found["printed"] and "by modelled µs" in found["printed"]
@@ -311,7 +314,7 @@ SEARCH = """
 import json
 from tools.gfx950 import search
 from tools import isa
-search.BLOCKS_N, search.BLOCKS_K, search.REFINE_TOP = (32, 64), (256,), 1
+search.BLOCKS_N, search.BLOCKS_K, search.REFINE_TOP = (32, 64), (512,), 1
 search.WARPS, search.STAGES, search.WAVES_PER_EU = (2,), (1,), (0,)
 shape = (4, 2880, 512)
 configs = search.tile_configs(shape)

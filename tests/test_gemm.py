@@ -144,7 +144,7 @@ def test_explicit_config_matches_reference(device, shape, config, splits, varian
 
 
 def test_last_program_reduce_over_repeated_calls_with_fresh_inputs(device):
-    """One launcher, several inputs: each call counts on counters of its own."""
+    """One launcher, several inputs: each call counts on a counter row of its own."""
     m, n, k = 8, 192, 1536
     config = GemmConfig(16, 64, 256, split_k=3, split_k_reduce="last_program")
     launcher = None
@@ -337,25 +337,34 @@ def test_release_plan(backend, every_wave, want):
                                     every_wave) == want
 
 
-@pytest.mark.parametrize("split_k, reduce, k, every_wave, counters, slots", [
+@pytest.mark.parametrize("split_k, reduce, k, every_wave, tiles, slots", [
     (2, "last_program", 512, True, 3 * 2, 3 * 2 * 2 * 128),   # 3 x 2 tiles, 2 splits, 128 threads
     (2, "last_program", 512, False, 3 * 2, None),
     (2, "kernel", 512, True, None, None),
     (2, "last_program", 256, True, None, None),               # one split launched
     (1, "last_program", 512, True, None, None)])
-def test_counters_and_slots(split_k, reduce, k, every_wave, counters, slots):
-    """New zeroed counters (and slots where every wave releases) only for an in-kernel
-    split-K reduce; C (None here) where the kernel reads neither."""
+def test_reduce_state(split_k, reduce, k, every_wave, tiles, slots):
+    """Zeroed counter rows (and slots where every wave releases) only for an in-kernel split-K
+    reduce: IN_FLIGHT_CALLS rows of one buffer, each 16-byte aligned."""
     config = GemmConfig(16, 64, 256, split_k=split_k, split_k_reduce=reduce)
-    c = torch.empty(40, 128, dtype=torch.bfloat16)
-    got = gemm_module.counters_and_slots(config, 40, 128, k, 128, every_wave, c)
-    for tensor, words in zip(got, (counters, slots)):
-        if words is None:
-            assert tensor is c
-        else:
-            assert tensor.dtype == torch.int32 and tensor.shape == (words,)
-    if counters is not None:
-        assert not got[0].any()
+    rows, got_slots = gemm_module.reduce_state(config, 40, 128, k, 128, every_wave, "cpu")
+    if tiles is None:
+        assert rows is None and got_slots is None
+        return
+    assert len(rows) == gemm_module.IN_FLIGHT_CALLS
+    assert all(r.dtype == torch.int32 and r.shape == (tiles,) and not r.any() for r in rows)
+    assert len({r.data_ptr() for r in rows}) == len(rows)
+    assert all(r.data_ptr() % 16 == 0 for r in rows)
+    assert (got_slots is None) if slots is None else got_slots.shape == (slots,)
+
+
+def test_counter_rows_stay_within_their_memory_bound():
+    config = GemmConfig(16, 32, 256, split_k=2, split_k_reduce="last_program")
+    rows, _ = gemm_module.reduce_state(config, 4096, 4096, 512, 128, False, "cpu")
+    tiles = 256 * 128
+    assert len(rows) == gemm_module.COUNTER_WORDS // tiles and rows[0].shape == (tiles,)
+    assert gemm_module.reduce_state(config, 16, 64, 512, 128, False, "cpu", rows=1)[0][0].shape \
+        == (2,)
 
 
 @pytest.fixture
@@ -478,16 +487,20 @@ def test_launches_per_call_and_the_in_kernel_reduce(recording_launcher, config, 
     assert launcher.is_direct
 
 
-def test_every_call_of_an_in_kernel_reduce_gets_its_own_zeroed_counters(recording_launcher):
+def test_calls_of_an_in_kernel_reduce_take_the_counter_rows_in_turn(recording_launcher):
+    """Each call counts on the next zeroed row, so calls in flight together never share one
+    (fewer than IN_FLIGHT_CALLS of them); the release slots, never read, are shared."""
     config = GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program", num_warps=4)
     launcher = recording_launcher(config, n=256)
     a = torch.zeros(16, 512, dtype=torch.bfloat16)
     b, s = torch.zeros(256, 256, dtype=torch.uint8), torch.zeros(256, 16, dtype=torch.uint8)
-    first, second = launcher.gemm_arguments(a, b, s)[0], launcher.gemm_arguments(a, b, s)[0]
-    assert first[6].shape == (4,) and not first[6].any()          # 1 x 4 tiles
-    assert first[7].shape == (2 * 4 * 64 * 4,)    # every wave releases on HIP: programs x threads
-    assert first[6].data_ptr() != second[6].data_ptr()
-    assert first[7].data_ptr() != second[7].data_ptr()
+    rows = launcher.counter_rows
+    calls = [launcher.gemm_arguments(a, b, s)[0] for _ in range(len(rows) + 1)]
+    assert calls[0][6].shape == (4,) and not calls[0][6].any()          # 1 x 4 tiles
+    assert calls[0][7].shape == (2 * 4 * 64 * 4,)    # every wave releases on HIP: programs x threads
+    assert [c[6].data_ptr() for c in calls[:-1]] == [r.data_ptr() for r in rows]
+    assert calls[-1][6].data_ptr() == rows[0].data_ptr()              # round again
+    assert len({c[7].data_ptr() for c in calls}) == 1
 
 
 def test_every_call_gets_fresh_outputs(recording_launcher):
