@@ -92,9 +92,10 @@ _WIDE_STORE = re.compile(r"^(?:buffer|global|flat|scratch)_(?:store|atomic)")
 _HWREG = re.compile(r"hwreg\((\w+)")
 
 
-def registers(text: str) -> frozenset:
-    """The registers an operand text names: v7, v[4:6] -> v4 v5 v6; s, a likewise; vcc and
-    exec as their halves (vcc_lo, vcc_hi); m0."""
+def register_names(text: str) -> frozenset:
+    """The registers of every kind an operand text names (tools.gfx950.assembly.registers
+    gives VGPR numbers only): v7, v[4:6] -> v4 v5 v6; s and a likewise; vcc and exec as their
+    halves (vcc_lo, vcc_hi); m0."""
     found = set()
     for kind, single, first, last, pair, half, m0 in _REGISTER.findall(text):
         if kind:
@@ -162,11 +163,11 @@ class Operation(NamedTuple):
 def operation(instruction: Instruction) -> Operation:
     """The registers an instruction writes and reads."""
     mnemonic, text = instruction.mnemonic, instruction.text
-    operands = tuple(registers(o) for o in instruction.operands)
-    written = set()
+    operands = tuple(register_names(o) for o in instruction.operands)
     if not operands:
-        pass
-    elif mnemonic.startswith("v_"):
+        return Operation(instruction, frozenset(), frozenset(), operands)
+    written = set()
+    if mnemonic.startswith("v_"):
         written = {0}
         if _SECOND_RESULT.match(mnemonic) and len(operands) > 1 and not _vector(operands[1]):
             written.add(1)
@@ -185,7 +186,7 @@ def operation(instruction: Instruction) -> Operation:
     reads_destination = (_READS_DESTINATION.match(mnemonic) or _dst_sel_part(mnemonic, text)
                          or "UNUSED_PRESERVE" in text
                          or (mnemonic.startswith("v_") and _is_dpp(mnemonic, text)))
-    if written and reads_destination:
+    if 0 in written and reads_destination:
         uses |= operands[0]
     if mnemonic.startswith("v_cmpx"):
         defs |= EXEC
