@@ -10,8 +10,9 @@ Inputs, all row-major:
 Outputs:
   c        bf16  [M, N]
   partials fp32  [SPLIT_K, M, N] (SPLIT_K > 1 only): the sums over the K ranges
-           [s*SPLIT_K_SIZE, (s+1)*SPLIT_K_SIZE). They are added up in s order into c either
-           by kernels.splitk_reduce (a second launch) or, with REDUCE_IN_GEMM, by the last
+           [s*SPLIT_K_SIZE, (s+1)*SPLIT_K_SIZE). They are added up into c in one order,
+           kernels.splitk_reduce.sum_partials's (fp32, (((p0 + p1) + p2) + ...)), either by
+           kernels.splitk_reduce (a second launch) or, with REDUCE_IN_GEMM, by the last
            program of each output tile to finish: each program bumps the tile's int32 counter
            in counters [tiles] (zero before the launch) and the one that sees SPLIT_K - 1
            sums and resets it to zero for the next launch. With RELEASE_EVERY_WAVE (AMD)
@@ -39,6 +40,7 @@ import triton.language as tl
 
 from kernels import formats
 from kernels.quantize import quantize_tile_mxfp4
+from kernels.splitk_reduce import sum_partials
 
 
 @triton.jit
@@ -190,11 +192,7 @@ def preshuffle_gemm_kernel(
             tl.debug_barrier()
             arrived = tl.atomic_add(counters_ptr + tile, 1, sem="acq_rel", scope="gpu")
             if arrived == SPLIT_K - 1:
-                total = tl.load(partials_ptr + p_offsets, mask=mask_c, other=0.0,
-                                cache_modifier=".cg")
-                for s in tl.static_range(1, SPLIT_K):
-                    total += tl.load(partials_ptr + s * stride_ps + p_offsets, mask=mask_c,
-                                     other=0.0, cache_modifier=".cg")
+                total = sum_partials(partials_ptr, p_offsets, mask_c, stride_ps, SPLIT_K, ".cg")
                 tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask_c,
                          cache_modifier=STORE_MODIFIER)
                 # Relaxed: no program of this launch reads the counter again, and the next

@@ -1,12 +1,26 @@
-"""Split-K reduction: c bf16 [M, N] = sum over s of partials fp32 [SPLIT_K, M, N], in s order.
+"""Split-K reduction: c bf16 [M, N] = sum over s of partials fp32 [SPLIT_K, M, N].
 
-Grid (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)); loads and stores are masked to M and N.
+The sum has one order, sum_partials's: in fp32, partial 0, then partials 1 .. SPLIT_K - 1
+added one at a time, (((p0 + p1) + p2) + ...). The reduce kernel here and the GEMM's last
+program (kernels.preshuffle_gemm, REDUCE_IN_GEMM) both sum with it, so either gives the same
+bytes. Grid (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)); loads and stores are masked to M and N.
 """
 
 import triton
 import triton.language as tl
 
 from kernels import formats
+
+
+@triton.jit
+def sum_partials(partials_ptr, offsets, mask, stride_ps, SPLIT_K: tl.constexpr,
+                 CACHE_MODIFIER: tl.constexpr):
+    """The split-K sum in its one order (see the module's note)."""
+    total = tl.load(partials_ptr + offsets, mask=mask, other=0.0, cache_modifier=CACHE_MODIFIER)
+    for s in tl.static_range(1, SPLIT_K):
+        total += tl.load(partials_ptr + s * stride_ps + offsets, mask=mask, other=0.0,
+                         cache_modifier=CACHE_MODIFIER)
+    return total
 
 
 @triton.jit
@@ -17,9 +31,7 @@ def splitk_reduce_kernel(partials_ptr, c_ptr, M, N,
     cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
     offsets = rows[:, None].to(tl.int64) * stride_pm + cols[None, :]
-    acc = tl.load(partials_ptr + offsets, mask=mask, other=0.0)
-    for s in tl.static_range(1, SPLIT_K):
-        acc += tl.load(partials_ptr + s * stride_ps + offsets, mask=mask, other=0.0)
+    acc = sum_partials(partials_ptr, offsets, mask, stride_ps, SPLIT_K, "")
     tl.store(c_ptr + rows[:, None].to(tl.int64) * stride_cm + cols[None, :],
              acc.to(c_ptr.dtype.element_ty), mask=mask)
 

@@ -95,14 +95,14 @@ def test_the_hazard_check_flags_a_kernel_with_conversions_chained_into_one_word(
     """Four conversions into one VGPR, each reading the bytes the previous one wrote (the
     quantizer's asm before it interleaved two words), compiled by Triton 3.6.0 for gfx950."""
     from tools.gfx950.cross_compile import side_triton
-    from tools.gfx950.hazards import conversion_hazards
+    from tools.gfx950.hazards import asm_hazards
     (tmp_path / "chained_probe.py").write_text(CHAINED_PROBE)
     env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT),
                                                 str(tmp_path)]))
     done = subprocess.run([sys.executable, "-m", "chained_probe"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    hazards = conversion_hazards(done.stdout)
+    hazards = asm_hazards(done.stdout)
     chained = [h for h in hazards if h["next_instruction"].startswith("v_cvt_scalef32_pk_fp4_bf16")]
     assert len(chained) == 3 and all("op_sel" in h["next_instruction"] for h in chained), hazards
 

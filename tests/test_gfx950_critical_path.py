@@ -148,3 +148,23 @@ def test_two_waves_per_simd_and_rounds_on_the_busiest_cu():
     assert busiest_simd_waves(512, 2, occupancy=1) == 1
     assert busiest_simd_waves(512, 2, occupancy=1, cus=128) == 2
     assert busiest_simd_waves(90, 4, occupancy=2) == 1
+
+
+@pytest.mark.parametrize("workgroups, waves, occupancy, busiest", [
+    # 1-wave workgroups: 3 on a CU share its 4 SIMDs, one wave on the busiest.
+    (3 * 256, 1, 1, 1),
+    (100, 1, 7, 1),
+    # 2-wave workgroups, occupancy 3: 6 resident (3 waves per SIMD), then 1 (1 wave).
+    (7 * 256, 2, 3, 3 + 1),
+    # 3-wave workgroups: at occupancy 1 one resident at a time (3 waves on 3 SIMDs), two rounds;
+    # at occupancy 5, 6 resident (18 waves: 5 on the busiest SIMD), then 1.
+    (2 * 256, 3, 1, 1 + 1),
+    (6 * 256 + 1, 3, 5, 5 + 1),
+    # 6-wave workgroups: 2 waves on the busiest SIMD each; at occupancy 3, 2 resident (12
+    # waves: 3 per SIMD), then 1; at occupancy 5, 3 resident (18 waves: 5), then 1.
+    (256, 6, 2, 2),
+    (3 * 256, 6, 3, 3 + 2),
+    (4 * 256, 6, 5, 5 + 2),
+])
+def test_waves_that_do_not_fill_the_simds_evenly_round_up(workgroups, waves, occupancy, busiest):
+    assert busiest_simd_waves(workgroups, waves, occupancy) == busiest

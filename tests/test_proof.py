@@ -2,15 +2,16 @@
 
 Decisions of launchers.proof:
 - the tolerance: an element passes within ATOL + RTOL * |expected| (both 1e-2, the runner's),
-  checked just inside and just outside at expected 0, 1 and 100, and for negative values;
+  checked just inside and just outside at expected 0, 1 and 100, and for negative values, and
+  through prove: an output 1.5 or 1.9 tolerances off fails, half a tolerance passes;
 - non-finite values: NaN passes only where NaN is expected; +-inf only where the same inf is;
   a shape mismatch fails before any element is compared;
 - what a failure says: how many elements, the worst first, at most _WORST_SHOWN of them;
 - the reference: dequant(quantize(A)) @ dequant(B)^T in fp32, rounded to bf16 once;
 - the inputs: a fixed seed (the same cases every time, another seed others), each group of row
   kinds cycled over M rows, B codes never 0, B scales 2**-5..2**-2 except K block 0 at 2**0 or
-  2**1, one inf per inf row in column _INF_COLUMN, A in the caller's strides on the caller's
-  device;
+  2**1, one inf per inf row in column _INF_COLUMN, whose exact product with every weight row
+  overflows fp32, A in the caller's strides on the caller's device;
 - what runs: the standard launch of every case against the reference, the direct launch (only
   when there is one) byte for byte against it, and the first case alone `repeats` more times,
   with the launch that serves.
@@ -147,3 +148,38 @@ def test_a_wrong_standard_launch_fails_even_when_the_direct_one_is_right():
         return out if direct else out * 1.05
     with pytest.raises(proof.ProofFailure, match="wrong output on proof case 1 of 2"):
         proof.prove(run, cases, has_direct=True)
+
+
+def test_the_inf_column_overflows_fp32_against_every_weight_row():
+    """The inf of an inf row quantizes to 6 * 2**127; times the weight in its column (code
+    times block scale) the exact product must exceed fp32's largest value for every output
+    column, so that it is inf whatever order a backend scales and sums in (the reference
+    dequantizes A first, which gives inf alone: it cannot tell)."""
+    a, _, _, b_codes, b_scales = proof.proof_cases(len(proof.SPECIAL_KINDS), 64, 512, (512, 1),
+                                                   "cpu")[-1]
+    row, column = proof.SPECIAL_KINDS.index("inf"), proof._INF_COLUMN
+
+    def exact(codes, scales):
+        block_scale = scales[:, column // formats.MX_BLOCK].double() - 127
+        return formats.e2m1_to_f32(codes)[:, column].double() * 2.0 ** block_scale
+    a_value = exact(*formats.quantize_mxfp4(a[row:row + 1]))
+    assert torch.isinf(a[row, column]) and a_value.abs().item() == 6 * 2.0 ** 127
+    assert ((a_value * exact(b_codes, b_scales)).abs() > torch.finfo(torch.float32).max).all()
+
+
+@pytest.mark.parametrize("times, fails", [(0.5, False), (1.5, True), (1.9, True)])
+def test_an_output_off_by_one_to_two_tolerances_fails_its_proof(times, fails):
+    """Every finite element moved away from the reference by `times` the runner's tolerance
+    (ATOL + RTOL * |expected|), rounded to bf16."""
+    cases = proof.proof_cases(4, 32, 256, (256, 1), "cpu")
+    right = Recorder()
+
+    def run(a, b_shuffle, b_scale_sh, direct):
+        out = right(a, b_shuffle, b_scale_sh, direct).float()
+        moved = out + times * (proof.ATOL + proof.RTOL * out.abs())
+        return torch.where(torch.isfinite(out), moved, out).to(torch.bfloat16)
+    if fails:
+        with pytest.raises(proof.ProofFailure, match="wrong output on proof case 1 of 2"):
+            proof.prove(run, cases, has_direct=False)
+    else:
+        proof.prove(run, cases, has_direct=False)

@@ -91,6 +91,23 @@ def test_release_order_accepts_a_per_wave_release():
     ORDERED.replace("\tv_mov_b32_e32 v3, 0\n", "\ts_cbranch_execz .LBB0_9\n"),
     ORDERED.replace("\tbuffer_inv sc1\n.LBB0_3:", ".LBB0_3:"),
     ORDERED.replace(" sc0\n", "\n"),                              # no counter atomic at all
+    # Each piece alone at its boundary: the acquire after the next barrier, or before the
+    # counter's atomic; the per-wave release's write-back, or every wait for it before the
+    # barrier, dropped; the release before the last partial store.
+    ORDERED.replace("\tbuffer_inv sc1\n.LBB0_3:\n\ts_barrier\n",
+                    ".LBB0_3:\n\ts_barrier\n\tbuffer_inv sc1\n"),
+    ORDERED.replace("\tglobal_atomic_add v2, v2, v3, s[4:5] sc0\n\ts_waitcnt vmcnt(0)\n"
+                    "\tbuffer_inv sc1\n", "\tbuffer_inv sc1\n"
+                    "\tglobal_atomic_add v2, v2, v3, s[4:5] sc0\n\ts_waitcnt vmcnt(0)\n"),
+    ORDERED.replace("\tbuffer_wbl2 sc1\n\ts_waitcnt vmcnt(0)\n\tbuffer_atomic_add",
+                    "\ts_waitcnt vmcnt(0)\n\tbuffer_atomic_add"),
+    ORDERED.replace("\tbuffer_wbl2 sc1\n\ts_waitcnt vmcnt(0)\n\tbuffer_atomic_add v3, v2, "
+                    "s[20:23], 0 offen\n\ts_waitcnt vmcnt(0)\n", "\tbuffer_wbl2 sc1\n"
+                    "\tbuffer_atomic_add v3, v2, s[20:23], 0 offen\n"),
+    ORDERED.replace("\tbuffer_wbl2 sc1\n\ts_waitcnt vmcnt(0)\n\tbuffer_atomic_add",
+                    "\tbuffer_wbl2\n\ts_waitcnt vmcnt(0)\n\tbuffer_atomic_add"),  # not to L2's scope
+    "\tbuffer_wbl2 sc1\n\ts_waitcnt vmcnt(0)\n" + ORDERED.replace(
+        "\tbuffer_wbl2 sc1\n\ts_waitcnt vmcnt(0)\n\tbuffer_atomic_add", "\tbuffer_atomic_add"),
     # The barrier-plus-one-release code of Triton 3.6 without the per-wave release:
     ORDERED.replace("\tv_mov_b32_e32 v3, 0\n\tbuffer_wbl2 sc1\n\ts_waitcnt vmcnt(0)\n"
                     "\tbuffer_atomic_add v3, v2, s[20:23], 0 offen\n\ts_waitcnt vmcnt(0)\n"

@@ -1,23 +1,27 @@
 """Mutation testing of the suite: how many seeded one-line bugs do the tests catch?
 
-    python -m tools.mutation [--workers 2] [--sample 300] [--budget-s 1800] [--only GLOB]
+    python -m tools.mutation [--workers 2] [--sample 300] [--budget-s 3300] [--only GLOB]
                              [--root PATH] [--no-kernels] [--keep]
 
 Runs in a copy of the tree (the files git tracks or would track, taken from --root, default
 this checkout), never in the tree itself:
 
-1. mutmut (the `mutation` extra; config in pyproject.toml's [tool.mutmut]) mutates every
+1. The jit kernels, which mutmut cannot rewrite, get the hand-written mutants of
+   mutation/kernel_mutants.toml: each applied to a fresh copy, its tests run, --workers at once.
+2. mutmut (the `mutation` extra; config in pyproject.toml's [tool.mutmut]) mutates every
    function of launchers/, kernels/formats.py and tools/{bundle,evaluate,check}.py and runs, per
-   mutant, only the tests that call the mutated function.
-2. The jit kernels, which mutmut cannot rewrite, get the hand-written mutants of
-   mutation/kernel_mutants.toml: each applied to a fresh copy, its tests run.
+   mutant, only the tests that call the mutated function (mutmut's map of which tests reach
+   which function), --workers mutants at once.
+--budget-s bounds the whole run: what it leaves unrun is reported as not run.
 
 A surviving mutant listed in mutation/equivalent.toml (same function, same changed line) counts
 as equivalent: it changes nothing the program does. The summary gives killed, survived,
-equivalent, the score (killed over non-equivalent mutants), the wall time, each unlisted
+equivalent, the score (killed over non-equivalent mutants) for the product (kernels/,
+launchers/) and for the tools (tools/) apart, then for all, the wall time, each unlisted
 survivor's diff, and the path of the equivalents file. Not part of CI (tens of minutes).
 """
 
+import concurrent.futures
 import fnmatch
 import json
 import os
@@ -36,7 +40,8 @@ EQUIVALENT_FILE = ROOT / "mutation" / "equivalent.toml"
 KERNEL_MUTANTS_FILE = ROOT / "mutation" / "kernel_mutants.toml"
 KERNEL_TEST_TIMEOUT_S = 600
 DEFAULT_SAMPLE = 300
-DEFAULT_BUDGET_S = 1800.0
+DEFAULT_BUDGET_S = 3300.0
+PRODUCT = ("kernels", "launchers")   # the submission's code; everything else is tools
 # mutmut's exit codes per mutant (mutmut.stats.status_by_exit_code), the kills and the timeouts
 KILLED_CODES = {1, 3, 24, -24, 152, 255, 36}
 SURVIVED_CODES = {0, 5, 33}
@@ -116,6 +121,12 @@ def load_equivalents(path: Path) -> dict:
     return {(entry["function"], entry["change"].strip()): entry["reason"] for entry in entries}
 
 
+def area(module: str) -> str:
+    """"product" for a module (dotted, or a file path) of kernels/ or launchers/, else
+    "tools"."""
+    return "product" if module.replace("/", ".").split(".")[0] in PRODUCT else "tools"
+
+
 def _mutmut(tree: Path, workers: int, names: list, log, deadline=None) -> None:
     """mutmut run in tree; interrupted (it keeps what it has) at the deadline (monotonic s)."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
@@ -151,7 +162,7 @@ def run_mutmut(tree: Path, workers: int, only: str, sample: int, log, deadline=N
     if not sample:
         _mutmut(tree, workers, [only] if only else [], log, deadline)
         return _results(tree, log)
-    _mutmut(tree, workers, [NO_MUTANT], log)    # generates the mutants and the test map only
+    _mutmut(tree, workers, [NO_MUTANT], log, deadline)   # the mutants and the test map only
     names = sorted(name for name in _results(tree, log) if fnmatch.fnmatch(name, only or "*"))
     chosen = random.Random(SAMPLE_SEED).sample(names, min(sample, len(names)))
     print(f"tools.mutation: {len(chosen)} of {len(names)} mutants sampled", file=log, flush=True)
@@ -160,59 +171,105 @@ def run_mutmut(tree: Path, workers: int, only: str, sample: int, log, deadline=N
     return {name: results[name] for name in chosen}
 
 
-def run_kernel_mutants(root: Path, work: Path, mutants: list, log) -> dict:
-    """{mutant id: "killed" | "survived" | "stale"}: each mutant on a fresh copy of root."""
-    results = {}
-    for entry in mutants:
-        tree = work / f"kernel-{entry['id']}"
-        copy_tree(root, tree)
+def _run_kernel_mutant(root: Path, work: Path, entry: dict, deadline) -> tuple:
+    """(result, log text) of one kernel mutant on its own fresh copy of root: "killed",
+    "survived", "stale", or None when the deadline came first."""
+    if deadline is not None and time.monotonic() >= deadline:
+        return None, ""
+    tree = work / f"kernel-{entry['id']}"
+    copy_tree(root, tree)
+    try:
         target = tree / entry["file"]
         source = target.read_text()
         if source.count(entry["find"]) != 1:
-            results[entry["id"]] = "stale"
-            continue
+            return "stale", ""
         target.write_text(source.replace(entry["find"], entry["replace"]))
         command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                    *entry["tests"]]
-        print(f"--- kernel mutant {entry['id']}: {' '.join(command)}", file=log, flush=True)
+        timeout = KERNEL_TEST_TIMEOUT_S if deadline is None else max(
+            1.0, min(KERNEL_TEST_TIMEOUT_S, deadline - time.monotonic()))
         try:
-            code = subprocess.run(command, cwd=tree, stdout=log, stderr=subprocess.STDOUT,
-                                  timeout=KERNEL_TEST_TIMEOUT_S).returncode
+            done = subprocess.run(command, cwd=tree, capture_output=True, text=True,
+                                  timeout=timeout)
         except subprocess.TimeoutExpired:
-            code = 124
+            return "killed", f"--- kernel mutant {entry['id']}: timed out\n"
         # 0: the tests pass; 4, 5: none of them exists in this tree
-        results[entry["id"]] = "survived" if code in (0, 4, 5) else "killed"
+        result = "survived" if done.returncode in (0, 4, 5) else "killed"
+        return result, (f"--- kernel mutant {entry['id']}: {' '.join(command)}\n"
+                        + done.stdout + done.stderr)
+    finally:
         shutil.rmtree(tree, ignore_errors=True)
+
+
+def run_kernel_mutants(root: Path, work: Path, mutants: list, log, workers: int = 1,
+                       deadline=None) -> dict:
+    """{mutant id: "killed" | "survived" | "stale" | None (not run: the deadline came first)},
+    `workers` mutants at once, each on a fresh copy of root."""
+    with concurrent.futures.ThreadPoolExecutor(max(1, workers)) as pool:
+        futures = {entry["id"]: pool.submit(_run_kernel_mutant, root, work, entry, deadline)
+                   for entry in mutants}
+        results = {}
+        for name, future in futures.items():
+            results[name], text = future.result()
+            log.write(text)
+    log.flush()
     return results
 
 
-def summarize(results: dict, kernel_results: dict, equivalents: dict, wall_s: float) -> tuple:
-    """(summary lines, score in %)."""
-    killed = sum(code in KILLED_CODES for code, _ in results.values())
+def _tally(results: dict, kernel_results: dict, equivalents: dict) -> dict:
+    """Counts of one set of mutants: killed, survived (not listed as equivalent), equivalent,
+    not run, other, and the survivors' names."""
     survivors = {name: diff for name, (code, diff) in results.items() if code in SURVIVED_CODES}
-    not_run = sum(code is None for code, _ in results.values())
-    other = len(results) - killed - len(survivors) - not_run
     equivalent = {name for name, diff in survivors.items()
                   if (function_of(name), changed_line(diff)) in equivalents}
-    kernel_killed = sum(v == "killed" for v in kernel_results.values())
     kernel_survived = sorted(k for k, v in kernel_results.items() if v == "survived")
-    stale = sorted(k for k, v in kernel_results.items() if v == "stale")
-    alive = len(survivors) - len(equivalent) + len(kernel_survived)
-    caught = killed + kernel_killed
-    score = 100.0 * caught / max(1, caught + alive)
-    lines = [f"mutants: {len(results)} (mutmut) + {len(kernel_results)} (kernels)",
-             f"killed: {caught} (kernels {kernel_killed}), survived: {alive}, "
-             f"equivalent: {len(equivalent)}, not run (budget): {not_run}, "
-             f"other (suspicious/segfault/skipped): {other}"
-             + (f", stale kernel mutants: {', '.join(stale)}" if stale else ""),
-             f"score: {score:.1f} % of non-equivalent mutants killed",
-             f"wall time: {wall_s:.0f} s",
-             f"equivalents file: {EQUIVALENT_FILE}"]
-    for name in sorted(set(survivors) - equivalent):
-        lines += [f"survived: {name}", *("    " + line for line in survivors[name].splitlines()
-                                         if line[:1] in "+-" and line[:3] not in ("+++", "---"))]
-    lines += [f"survived: kernel mutant {name}" for name in kernel_survived]
-    return lines, score
+    killed = sum(code in KILLED_CODES for code, _ in results.values())
+    not_run = sum(code is None for code, _ in results.values())
+    return dict(killed=killed + sum(v == "killed" for v in kernel_results.values()),
+                kernel_killed=sum(v == "killed" for v in kernel_results.values()),
+                survived=len(survivors) - len(equivalent) + len(kernel_survived),
+                equivalent=len(equivalent),
+                not_run=not_run + sum(v is None for v in kernel_results.values()),
+                other=len(results) - killed - len(survivors) - not_run,
+                stale=sorted(k for k, v in kernel_results.items() if v == "stale"),
+                survivors=sorted(set(survivors) - equivalent), kernel_survivors=kernel_survived)
+
+
+def _score(tally: dict) -> float:
+    return 100.0 * tally["killed"] / max(1, tally["killed"] + tally["survived"])
+
+
+def summarize(results: dict, kernel_results: dict, equivalents: dict, wall_s: float,
+              kernel_files=None) -> tuple:
+    """(summary lines, {"product": score, "tools": score, "all": score} in %). kernel_files:
+    {kernel mutant id: the file it changes} (default: all of kernels/)."""
+    kernel_files = kernel_files or {}
+    tallies = {}
+    for name in ("product", "tools"):
+        tallies[name] = _tally(
+            {m: r for m, r in results.items() if area(m) == name},
+            {k: v for k, v in kernel_results.items() if area(kernel_files.get(k, "kernels")) == name},
+            equivalents)
+    tallies["all"] = _tally(results, kernel_results, equivalents)
+    lines = [f"mutants: {len(results)} (mutmut) + {len(kernel_results)} (kernels)"]
+    titles = {"product": "product (kernels/, launchers/)", "tools": "tools (tools/)", "all": "all"}
+    for name, tally in tallies.items():
+        lines.append(f"{titles[name]}: score {_score(tally):.1f} % of non-equivalent mutants "
+                     f"killed; killed: {tally['killed']} (kernels {tally['kernel_killed']}), "
+                     f"survived: {tally['survived']}, equivalent: {tally['equivalent']}, not run "
+                     f"(budget): {tally['not_run']}, other (suspicious/segfault/skipped): "
+                     f"{tally['other']}"
+                     + (f", stale kernel mutants: {', '.join(tally['stale'])}"
+                        if tally["stale"] else ""))
+    lines += [f"wall time: {wall_s:.0f} s", f"equivalents file: {EQUIVALENT_FILE}"]
+    survivors = {name: diff for name, (code, diff) in results.items()}
+    for name in tallies["all"]["survivors"]:
+        lines += [f"survived ({area(name)}): {name}",
+                  *("    " + line for line in survivors[name].splitlines()
+                    if line[:1] in "+-" and line[:3] not in ("+++", "---"))]
+    lines += [f"survived (product): kernel mutant {name}"
+              for name in tallies["all"]["kernel_survivors"]]
+    return lines, {name: _score(tally) for name, tally in tallies.items()}
 
 
 def build_parser():
@@ -221,16 +278,17 @@ def build_parser():
     parser.add_argument("--root", type=Path, default=ROOT,
                         help="the tree to test (default this checkout); its mutmut config, kernel "
                              "mutants and equivalents are this checkout's")
-    parser.add_argument("--workers", type=int, default=2, help="mutants run at once (default 2)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="mutants run at once, mutmut's and the kernels' (default 2)")
     parser.add_argument("--only", default="",
                         help="mutmut mutant-name glob, e.g. 'launchers.tuner.*' (skips the kernels)")
     parser.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
                         help=f"run a fixed random sample of this many mutmut mutants (default "
                              f"{DEFAULT_SAMPLE}; 0: all of them, about 4,700, hours on 2 cores)")
     parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
-                        help=f"stop mutmut after this many seconds, keeping what ran (default "
-                             f"{DEFAULT_BUDGET_S:.0f}; the slowest mutants, which run last, are "
-                             f"reported not run)")
+                        help=f"stop after this many seconds in all, keeping what ran (default "
+                             f"{DEFAULT_BUDGET_S:.0f}; the mutants left, the slowest mutmut ones "
+                             f"among them, are reported not run)")
     parser.add_argument("--no-kernels", action="store_true", help="skip the kernel mutants")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     return parser
@@ -254,13 +312,15 @@ def main(argv=None) -> int:
         use_config_of_this_checkout(tree)
     print(f"tools.mutation: working in {work} (log {log_path})", flush=True)
     with open(log_path, "w") as log:
-        results = run_mutmut(tree, args.workers, args.only, args.sample, log,
-                             started + args.budget_s)
+        deadline = started + args.budget_s
         kernel_mutants = [] if args.only or args.no_kernels else \
             tomllib.loads(KERNEL_MUTANTS_FILE.read_text())["mutant"]
-        kernel_results = run_kernel_mutants(root, work, kernel_mutants, log)
+        kernel_results = run_kernel_mutants(root, work, kernel_mutants, log, args.workers,
+                                            deadline)
+        results = run_mutmut(tree, args.workers, args.only, args.sample, log, deadline)
     lines, _ = summarize(results, kernel_results, load_equivalents(EQUIVALENT_FILE),
-                         time.monotonic() - started)
+                         time.monotonic() - started,
+                         {entry["id"]: entry["file"] for entry in kernel_mutants})
     (work / "summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     if not args.keep:

@@ -65,7 +65,7 @@ from tools.gfx950 import model               # noqa: E402
 from tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files  # noqa: E402
 from tools.gfx950.critical_path import CUS, SIMDS_PER_CU, busiest_simd_waves, walk  # noqa: E402
 from tools.gfx950.cross_compile import GFX950, ROOT, compile_for  # noqa: E402
-from tools.gfx950.hazards import conversion_hazards  # noqa: E402
+from tools.gfx950.hazards import asm_hazards  # noqa: E402
 from tools.gfx950.release_order import release_ordered  # noqa: E402
 
 LDS_PER_CU = 160 * 1024
@@ -269,7 +269,7 @@ def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
         allocated_vgprs=allocated,
         occupancy=occupancy(allocated, lds, num_warps, spec.options.get("waves_per_eu", 0)),
         workgroups=workgroups, cu_coverage=round(workgroups / CUS, 3),
-        counts=instruction_counts(program), hazards=conversion_hazards(amdgcn))
+        counts=instruction_counts(program), hazards=asm_hazards(amdgcn))
     gemm = spec.name == "gemm"
     reduces_in_kernel = (gemm and config.splits_for(k)[0] > 1
                          and config.split_k_reduce == "last_program")
