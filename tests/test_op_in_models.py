@@ -48,36 +48,40 @@ def _fresh_a(shape, generator, device="cuda"):
 # the build in a thread of its own (CPU)
 # ---------------------------------------------------------------------------------------
 
-def _problem(device="cpu"):
-    a = torch.zeros(4, 256, dtype=torch.bfloat16, device=device)
-    return a, torch.zeros(64, 128, dtype=torch.uint8), torch.zeros(256, 8, dtype=torch.uint8)
+def _problem(device):
+    """Inputs on the test device (CPU tensors are refused where the kernels run on a GPU)."""
+    return (torch.zeros(4, 256, dtype=torch.bfloat16, device=device),
+            torch.zeros(64, 128, dtype=torch.uint8, device=device),
+            torch.zeros(256, 8, dtype=torch.uint8, device=device))
 
 
-def test_the_first_call_builds_in_a_thread_of_its_own(no_launchers, monkeypatch):
+def test_the_first_call_builds_in_a_thread_of_its_own(no_launchers, monkeypatch, device):
     built_in = []
 
     def build(arch, backend, m, n, k, a_strides, device):
         built_in.append(threading.current_thread())
-        return lambda a, b_shuffle, b_scale_sh: torch.full((m, n), 2.0, dtype=torch.bfloat16)
+        return lambda a, b_shuffle, b_scale_sh: torch.full((m, n), 2.0, dtype=torch.bfloat16,
+                                                           device=a.device)
 
     monkeypatch.setattr(launchers, "proven_launcher", build)
-    out = launchers.mxfp4_gemm(*_problem())
-    assert torch.equal(out, torch.full((4, 64), 2.0, dtype=torch.bfloat16))
-    launchers.mxfp4_gemm(*_problem())                       # cached: no second build
+    out = launchers.mxfp4_gemm(*_problem(device))
+    assert torch.equal(out.cpu(), torch.full((4, 64), 2.0, dtype=torch.bfloat16))
+    launchers.mxfp4_gemm(*_problem(device))                 # cached: no second build
     assert len(built_in) == 1 and built_in[0] is not threading.current_thread()
 
 
-def test_a_build_error_reaches_the_caller(no_launchers, monkeypatch):
+def test_a_build_error_reaches_the_caller(no_launchers, monkeypatch, device):
     def build(*args):
         raise ValueError("no such config")
 
     monkeypatch.setattr(launchers, "proven_launcher", build)
     with pytest.raises(ValueError, match="no such config"):
-        launchers.mxfp4_gemm(*_problem())
+        launchers.mxfp4_gemm(*_problem(device))
     assert launchers.cached_launcher_count() == 0
 
 
-def test_a_capture_that_forbids_the_build_is_named_in_one_line(no_launchers, monkeypatch):
+def test_a_capture_that_forbids_the_build_is_named_in_one_line(no_launchers, monkeypatch,
+                                                               device):
     def build(*args):
         raise RuntimeError("mxfp4-mm: no launcher for 4x64x256 passed its proof: software "
                            "quantizer: RuntimeError: CUDA error: operation not permitted when "
@@ -85,7 +89,7 @@ def test_a_capture_that_forbids_the_build_is_named_in_one_line(no_launchers, mon
 
     monkeypatch.setattr(launchers, "proven_launcher", build)
     with pytest.raises(RuntimeError) as error:
-        launchers.mxfp4_gemm(*_problem())
+        launchers.mxfp4_gemm(*_problem(device))
     message = str(error.value)
     assert "first call of shape 4x64x256 is inside a CUDA graph capture" in message
     assert 'capture_error_mode="thread_local"' in message and "\n" not in message
