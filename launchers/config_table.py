@@ -7,7 +7,7 @@ the arch it runs on and keeps the others.
 
 CONFIG_TABLE = {
     'gfx950': {
-        (8, 2112, 7168): {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg', 'b_scales_first': False, 'note': 'test shape; the 16x2112x7168 entry (M <= 16 tiles alike): the modelled best of the config space (python -m tools.isa --sweep: Triton 3.6.0, hardware quantizer, tools.gfx950.model)'},
+        (8, 2112, 7168): {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 14, 'cache_modifier': '.cg', 'waves_per_eu': 1, 'note': 'test shape (not timed by the runner); aiter / rank-8 entry: split-K 14, one BK-512 tile per split, 238 WGs, the sum in a second launch. The in-kernel sum would prove itself 33 times over, which through the interpreter (it uses this table) takes minutes'},
         (16, 3072, 1536): {'block_m': 16, 'block_n': 64, 'block_k': 512, 'waves_per_eu': 2, 'note': 'test shape, aiter-like; Triton 3.6.0, kernels/quantize.py c442d44 (tools.isa): 169/185 VGPRs (hardware/software quantizer), occupancy 2, no scratch or spill, 48 WGs'},
         (64, 3072, 1536): {'block_m': 16, 'block_n': 128, 'block_k': 256, 'num_stages': 2, 'waves_per_eu': 2, 'note': 'test shape, aiter-like; Triton 3.6.0, kernels/quantize.py c442d44 (tools.isa): 151/158 VGPRs (hardware/software quantizer), occupancy 2, no scratch or spill, 96 WGs'},
         (256, 2880, 512): {'block_m': 32, 'block_n': 128, 'block_k': 512, 'waves_per_eu': 2, 'note': 'test shape, aiter-like; Triton 3.6.0, kernels/quantize.py c442d44 (tools.isa): 168/184 VGPRs (hardware/software quantizer), occupancy 2, no scratch or spill, 184 WGs'},
