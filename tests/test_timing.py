@@ -8,6 +8,8 @@ Decisions of launchers.timing:
   list per function.
 """
 
+import inspect
+
 import torch
 
 from launchers import timing
@@ -44,6 +46,12 @@ def test_the_clear_buffer_size(monkeypatch):
     assert loop.clear.dtype == torch.float32 and loop.clear.numel() == 1024
     assert timing.RunnerLoop(3, device="cpu").clear.numel() == 1
     assert timing.DEFAULT_CLEAR_BYTES == 1 << 30
+
+
+def test_the_clear_buffer_is_on_the_loops_device_the_gpu_by_default(monkeypatch):
+    fake_cuda(monkeypatch)
+    assert timing.RunnerLoop(64, device="meta").clear.device.type == "meta"
+    assert inspect.signature(timing.RunnerLoop).parameters["device"].default == "cuda"
 
 
 def test_one_timed_call_in_order_and_in_microseconds(monkeypatch):
