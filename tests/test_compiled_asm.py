@@ -1,7 +1,6 @@
 """What only the compiled kernel shows, checked statically on Triton 3.6.0's gfx950 assembly of
 one small GEMM per hardware quantizer form and of the bf16 conversion asm alone (compiled
-once per module, offline; see
-tests/test_cross_compile.py for the whole table).
+once per module, offline; see tests/test_cross_compile.py for the whole table).
 
 Decisions checked here:
 - the conversion asm's register constraints: its outputs are early-clobber ("=&v"), so no
