@@ -8,8 +8,6 @@ Decisions of launchers.timing:
   list per function.
 """
 
-import inspect
-
 import torch
 
 from launchers import timing
@@ -51,7 +49,15 @@ def test_the_clear_buffer_size(monkeypatch):
 def test_the_clear_buffer_is_on_the_loops_device_the_gpu_by_default(monkeypatch):
     fake_cuda(monkeypatch)
     assert timing.RunnerLoop(64, device="meta").clear.device.type == "meta"
-    assert inspect.signature(timing.RunnerLoop).parameters["device"].default == "cuda"
+    devices = []
+    empty = torch.empty
+
+    def recording_empty(*args, device=None, **kwargs):
+        devices.append(device)
+        return empty(*args, **kwargs)
+    monkeypatch.setattr(timing.torch, "empty", recording_empty)
+    timing.RunnerLoop(64)
+    assert devices == ["cuda"]
 
 
 def test_one_timed_call_in_order_and_in_microseconds(monkeypatch):
