@@ -1,6 +1,6 @@
 """What only the compiled kernel shows, checked statically on Triton 3.6.0's gfx950 assembly of
-one small GEMM per hardware quantizer form (compiled once per module, offline; see
-tests/test_cross_compile.py for the whole table).
+one small GEMM per hardware quantizer form and of the bf16 conversion asm alone (compiled
+once per module, offline; see tests/test_cross_compile.py for the whole table).
 
 Decisions checked here:
 - the conversion asm's register constraints: its outputs are early-clobber ("=&v"), so no
@@ -25,6 +25,8 @@ FORMS = {"hardware": "v_cvt_scalef32_pk_fp4_bf16", "hardware-f32": "v_cvt_scalef
 PROBE = '''
 import sys
 from pathlib import Path
+import torch, triton, triton.language as tl
+from kernels.quantize import CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_WORDS
 from launchers.configs import GemmConfig
 from launchers.gemm import launch_specs
 from tools.gfx950.cross_compile import compile_for
@@ -35,6 +37,24 @@ for quantizer in ("hardware", "hardware-f32"):
     spec = launch_specs(config, "hip", 16, 128, 1024, (1024, 1), "meta", quantizer)[0]
     compiled = compile_for(spec.kernel, spec.sample_args, spec.options)
     (out / f"{quantizer}.s").write_text(compiled.asm["amdgcn"])
+
+
+@triton.jit
+def lone_conversion(x_ptr, s_ptr, out_ptr, BLOCK: tl.constexpr):
+    """The asm alone, its inputs dead after it: free registers for its outputs to share."""
+    i = tl.arange(0, BLOCK)
+    sources = [tl.load(x_ptr + 0 * BLOCK + i), tl.load(x_ptr + 1 * BLOCK + i),
+               tl.load(x_ptr + 2 * BLOCK + i), tl.load(x_ptr + 3 * BLOCK + i)]
+    words = tl.inline_asm_elementwise(CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS,
+                                      sources + [tl.load(s_ptr + i)], dtype=tl.uint32,
+                                      is_pure=True, pack=CVT_WORDS)
+    tl.store(out_ptr + i, words)
+
+
+x = torch.empty(4 * 512, dtype=torch.int32, device="meta")
+s = torch.empty(512, dtype=torch.float32, device="meta")
+compiled = compile_for(lone_conversion, (x, s, x, 512), dict(num_warps=4))
+(out / "lone.s").write_text(compiled.asm["amdgcn"])
 '''
 
 _REGISTER = re.compile(r"\bv(?:(\d+)|\[(\d+):(\d+)\])")
@@ -89,7 +109,7 @@ def assembly(tmp_path_factory):
     done = subprocess.run([sys.executable, "-m", "gemm_probe", str(folder)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
-    return {form: (folder / f"{form}.s").read_text() for form in FORMS}
+    return {form: (folder / f"{form}.s").read_text() for form in [*FORMS, "lone"]}
 
 
 def test_the_block_parser_sees_a_clobbered_read():
@@ -102,11 +122,14 @@ def test_the_block_parser_sees_a_clobbered_read():
                             "v_cvt_scalef32_pk_fp4_bf16 v4, v7, v9 op_sel:[0,0,1,0]"]) == []
 
 
-@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("form", [*FORMS, "lone"])
 def test_no_asm_output_shares_a_register_with_a_later_input(assembly, form):
+    """In the GEMMs, and in a kernel of the bf16 asm alone whose inputs die with it (where
+    registers are free to share, as the GEMMs' allocation happens not to)."""
+    mnemonic = FORMS.get(form, FORMS["hardware"])
     blocks = [block for block in asm_blocks(assembly[form])
-              if any(line.startswith(FORMS[form]) for line in block)]
-    assert blocks, f"no {FORMS[form]} asm block in the {form} GEMM"
+              if any(line.startswith(mnemonic) for line in block)]
+    assert blocks, f"no {mnemonic} asm block in the {form} kernel"
     for block in blocks:
         assert clobbered_reads(block) == [], (form, block)
 

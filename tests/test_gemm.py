@@ -412,6 +412,16 @@ def test_which_kernels_a_config_launches(recorded_arguments, split_k, reduce, k,
         assert specs[1].grid == (1, 1, 1)
 
 
+def test_the_sample_tensors_are_on_the_device_and_the_options_reach_the_kernel(
+        recorded_arguments):
+    config = GemmConfig(16, 64, 256, cache_modifier=".cg", store_modifier=".wt", num_xcds=8)
+    gemm_module.launch_specs(config, "hip", 16, 64, 512, (512, 1), "meta")
+    (args, kwargs), = recorded_arguments
+    assert all(t.device.type == "meta" for t in args if isinstance(t, torch.Tensor))
+    assert (kwargs["cache_modifier"], kwargs["store_modifier"], kwargs["num_xcds"]) == \
+        (".cg", ".wt", 8)
+
+
 def test_a_takes_the_given_strides_or_comes_prequantized(recorded_arguments):
     gemm_module.launch_specs(GemmConfig(16, 64, 256), "hip", 16, 64, 512, (1, 16), "meta")
     gemm_module.launch_specs(GemmConfig(16, 64, 256), "hip", 16, 64, 512, (512, 1), "meta",

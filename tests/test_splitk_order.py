@@ -36,9 +36,9 @@ def order_sensitive_inputs(splits: int, device):
     for s, value in enumerate(split_values(splits)):
         b[:, s * BLOCK_K + 7] = value
     codes, scales = formats.quantize_mxfp4(b.to(torch.bfloat16))
-    b_shuffle = formats.shuffle_weight(codes.view(reference._FP4))
+    b_shuffle = formats.shuffle_weight(codes.view(torch.float4_e2m1fn_x2))
     b_scale_sh = formats.e8m0_shuffle(scales, pad_value=reference.SCALE_PAD_BYTE)
-    return a.to(device), b_shuffle.to(device), b_scale_sh.view(reference._E8M0).to(device)
+    return a.to(device), b_shuffle.to(device), b_scale_sh.view(torch.float8_e8m0fnu).to(device)
 
 
 def reduced(config: GemmConfig, device, m, n, k, a, b_shuffle, b_scale_sh):

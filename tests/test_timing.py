@@ -46,6 +46,20 @@ def test_the_clear_buffer_size(monkeypatch):
     assert timing.DEFAULT_CLEAR_BYTES == 1 << 30
 
 
+def test_the_clear_buffer_is_on_the_loops_device_the_gpu_by_default(monkeypatch):
+    fake_cuda(monkeypatch)
+    assert timing.RunnerLoop(64, device="meta").clear.device.type == "meta"
+    devices = []
+    empty = torch.empty
+
+    def recording_empty(*args, device=None, **kwargs):
+        devices.append(device)
+        return empty(*args, **kwargs)
+    monkeypatch.setattr(timing.torch, "empty", recording_empty)
+    timing.RunnerLoop(64)
+    assert devices == ["cuda"]
+
+
 def test_one_timed_call_in_order_and_in_microseconds(monkeypatch):
     clock = fake_cuda(monkeypatch)
     loop = timing.RunnerLoop(64, device="cpu")

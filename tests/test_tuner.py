@@ -63,6 +63,8 @@ def test_noise_is_twice_the_standard_error_of_the_difference():
 def test_untimed_candidates_never_win():
     rows = [row(CONFIGS[0], steady(9.0)), tuner.Timed(CONFIGS[1], None, "failed")]
     assert tuner.select(rows) == 0
+    # and do not stop the candidates after them
+    assert tuner.select(rows + [row(CONFIGS[2], steady(7.0))]) == 2
 
 
 class FakeClock:
@@ -225,6 +227,40 @@ def test_the_bf16_hardware_form_is_timed_against_the_f32_form_of_the_table_entry
         tuner.candidate_configs("gfx950", shape)
 
 
+def test_tune_times_on_a_row_major_a_of_the_shape(monkeypatch):
+    """Every candidate proves right; the calls the loop times see A of (M, K), strides (K, 1)."""
+    from kernels import formats
+    from launchers.proof import reference_output
+    timed = []
+
+    class RightLauncher(WrongLauncher):
+        def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
+            timed.append((tuple(a.shape), a.stride()))
+            codes = formats.unshuffle_weight(b_shuffle)
+            scales = formats.e8m0_unshuffle(b_scale_sh, codes.shape[0], a.shape[1] // 32)
+            return reference_output(a, codes, scales)
+
+    class CallingLoop(FakeLoop):
+        def time_interleaved(self, calls, count):
+            timed.clear()
+            for call in calls:
+                call()
+            assert len(timed) == len(calls) > 1
+            seen.update(timed)
+            return super().time_interleaved(calls, count)
+
+    seen = set()
+    monkeypatch.setattr(tuner, "GemmLauncher", RightLauncher)
+    monkeypatch.setattr(tuner, "RunnerLoop", CallingLoop)
+    monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
+    served = RightLauncher()
+    served.config, served.quantizer = config_for("gfx950", *SHAPE), "software"
+    served.rung = ladder.QUANTIZER_RUNGS["software"]
+    tuner.tune([SHAPE], lambda s: served, "cpu", "gfx950", "interpreter")
+    m, _, k = SHAPE
+    assert seen == {((m, k), (k, 1))}
+
+
 def test_tune_builds_each_candidate_with_its_own_quantizer(monkeypatch, capsys):
     built = []
 
@@ -249,7 +285,7 @@ def test_a_winner_with_another_quantizer_says_so_in_its_pin():
     rows = [tuner.Timed(table, steady(9.0)), tuner.Timed(f32, steady(7.0))]
     block = tuner.report([tuner.ShapeResult(SHAPE, rows, tuner.select(rows))], "gfx950")
     (pin,) = [line for line in block.splitlines() if "pin: " in line]
-    assert "with the hardware-f32 quantizer" in pin
+    assert "with the hardware-f32 quantizer" in pin and "import-time tuner on gfx950: " in pin
     assert "cand 1" in block and block.count("hardware-f32") == 2
 
 
