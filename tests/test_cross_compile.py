@@ -59,9 +59,9 @@ def test_every_gfx950_config_is_compiled_by_the_runners_triton(isa_rows):
     assert {tuple(r["shape"]) for r in rows if r["kernel"] == "reduce"} == two_launches
 
 
-def test_no_conversion_result_is_read_by_the_next_instruction(isa_rows):
-    """gfx950 does not forward a v_cvt_scalef32_* result to the next instruction
-    (tools.gfx950.hazards): no table kernel of any quantizer may have such a reader."""
+def test_no_table_kernel_has_a_hazard_at_its_inline_asm(isa_rows):
+    """No table kernel of any quantizer leaves a hazard with its producer or consumer in an
+    asm string short of its wait states (tools.gfx950.hazards, every class true on gfx950)."""
     quantizer, rows, _ = isa_rows
     for row in rows:
         assert row["hazards"] == [], (quantizer, row["shape"], row["kernel"], row["hazards"][:2])
