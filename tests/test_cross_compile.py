@@ -2,9 +2,10 @@
 tools.isa, offline); the sm_90 entries compile to PTX for the instruction report.
 
 Every quantizer: the software one, and the two hardware forms, whose code must hold
-v_cvt_scalef32_pk_fp4_bf16 ("hardware") or _f32 ("hardware-f32") and no conversion whose result
-the next instruction reads (tools.gfx950.hazards). Every GEMM must use a scaled MFMA; no kernel
-may use scratch or spill; every kernel has a critical path (tools.gfx950.critical_path).
+v_cvt_scalef32_pk_fp4_bf16 ("hardware") or _f32 ("hardware-f32") and no hazard at the edges of
+its inline asm (tools.gfx950.hazards). Every GEMM must use a scaled MFMA; no kernel may use
+scratch or spill; every kernel has a critical path (tools.gfx950.critical_path) and a modelled
+time (tools.gfx950.model); the search ranks the config space by it (tools.gfx950.search).
 Compiling needs real JIT functions, so tools.isa runs in a process without the interpreter; it
 installs Triton 3.6.0 into .triton/3.6.0 on first use (about a minute, once).
 """
