@@ -33,3 +33,20 @@ def test_the_summary_scores_product_and_tools_apart_and_lists_equivalents_as_suc
     assert "survived (tools): tools.b.x_h__mutmut_1" in lines
     assert "survived (product): kernel mutant k-survived" in lines
     assert not any("x_g__mutmut_1" in line for line in lines)
+
+
+def test_every_test_mutmut_is_told_to_select_exists():
+    """A renamed test left in [tool.mutmut]'s selection makes mutmut's first run fail."""
+    import subprocess
+    import sys
+    import tomllib
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["mutmut"]
+    selected = config["pytest_add_cli_args_test_selection"]
+    assert all((root / name.split("::")[0]).is_file() for name in selected)
+    node_ids = [name for name in selected if "::" in name]
+    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                                "-p", "no:cacheprovider", *node_ids], cwd=root,
+                               capture_output=True, text=True)
+    assert collected.returncode == 0, collected.stdout[-1000:] + collected.stderr[-1000:]

@@ -140,7 +140,8 @@ def _mutmut(tree: Path, workers: int, names: list, log, deadline=None) -> None:
         process.send_signal(signal.SIGINT)
         process.wait()
     text = Path(log.name).read_text(errors="replace")
-    for failure in ("failed to collect stats", "Failed to run clean test"):
+    for failure in ("failed to collect stats", "Failed to run clean test",
+                    "Failed to run pytest with args"):
         if failure in text:
             fail(f"mutmut: {failure} (the tests fail in mutmut's copy; see {log.name})")
 
