@@ -422,6 +422,31 @@ def test_the_sample_tensors_are_on_the_device_and_the_options_reach_the_kernel(
         (".cg", ".wt", 8)
 
 
+@pytest.mark.parametrize("block_n, b_scales_first, first", [
+    (128, None, True), (64, None, False), (128, False, False), (64, True, True)])
+def test_the_b_scale_loads_place_reaches_the_kernel(recorded_arguments, block_n, b_scales_first,
+                                                    first):
+    config = GemmConfig(16, block_n, 256, b_scales_first=b_scales_first)
+    gemm_module.launch_specs(config, "hip", 16, 256, 512, (512, 1), "meta")
+    (_, kwargs), = recorded_arguments
+    assert kwargs["scales_first"] is first
+
+
+def test_a_prequantized_as_sample_sits_on_the_device(recorded_arguments):
+    gemm_module.launch_specs(GemmConfig(16, 64, 256), "hip", 16, 64, 512, (512, 1), "meta",
+                             a_prequantized=True)
+    (args, kwargs), = recorded_arguments
+    assert args[0].device.type == "meta" and kwargs["a_scales"].device.type == "meta"
+
+
+def test_a_launcher_told_not_to_release_every_wave_holds_no_release_slots():
+    config = GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program")
+    assert GemmLauncher(config, "interpreter", 16, 64, 512, (512, 1), "cpu",
+                        release_every_wave=True)._release_slots is not None
+    assert GemmLauncher(config, "interpreter", 16, 64, 512, (512, 1), "cpu",
+                        release_every_wave=False)._release_slots is None
+
+
 def test_a_takes_the_given_strides_or_comes_prequantized(recorded_arguments):
     gemm_module.launch_specs(GemmConfig(16, 64, 256), "hip", 16, 64, 512, (1, 16), "meta")
     gemm_module.launch_specs(GemmConfig(16, 64, 256), "hip", 16, 64, 512, (512, 1), "meta",
@@ -520,6 +545,7 @@ def test_every_call_gets_fresh_outputs(recording_launcher):
     first, partials, out = launcher.gemm_arguments(a, b, s)
     second = launcher.gemm_arguments(a, b, s)
     assert out.shape == (16, 64) and partials.shape == (2, 16, 64)
+    assert out.dtype == torch.bfloat16 and partials.dtype == torch.float32
     assert out.data_ptr() != second[2].data_ptr() and partials.data_ptr() != second[1].data_ptr()
     assert first[6] is out and first[7] is out        # no in-kernel reduce: no counters, slots
     assert first[1] is a and launcher.gemm_arguments(a, b, s, a_scales=s)[0][1] is s
