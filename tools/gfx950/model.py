@@ -22,6 +22,7 @@ it is fitted on is aiter's kernel. Read its figures as a ranking with an error b
 measurement.
 """
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -171,6 +172,13 @@ def fit(data: dict = None, terms: tuple = MODEL_TERMS) -> Fit:
         shape_out += residuals(solve([c for c in calls if c[1].shape != shape]), held)
     return Fit(data["harness_floor_us"], data["hbm_tb_s"], tuple(terms), tuple(coefficients), len(calls), len(shapes),
                Error.of(residuals(coefficients, calls)), Error.of(point_out), Error.of(shape_out))
+
+
+@functools.lru_cache(maxsize=1)
+def calibrated() -> tuple:
+    """(the public points, the model's fit on them), read and fitted once per process."""
+    data = load_points()
+    return data, fit(data)
 
 
 def compare(data: dict = None) -> list:

@@ -312,13 +312,13 @@ def model_call(rows) -> model.Call:
                       len(rows), rows[0]["workgroups"])
 
 
-def modelled_us(rows, fit: model.Fit = None):
+def modelled_us(rows):
     """The call's modelled µs through the runner's harness (None without a critical path)."""
     call = model_call(rows)
     if call is None:
         return None
-    data = model.load_points()
-    return round((fit or model.fit(data)).predict(call, data), 2)
+    data, fit = model.calibrated()
+    return round(fit.predict(call, data), 2)
 
 
 def report(quantizer: str, asm_dir=None) -> list:
@@ -448,8 +448,7 @@ def format_critical_paths(rows) -> str:
     path; busiest-SIMD issue; modelled µs; aiter's figures beside the benchmark shapes. Then,
     per benchmark shape, the modelled µs of ours, aiter's and the best public config's, and the
     model with its held-out error."""
-    data = model.load_points()
-    fit = model.fit(data)
+    data, fit = model.calibrated()
     calls = per_call(rows)
     lines = ["critical path of one program per call (tools.gfx950.critical_path): launches, "
              "global round trips · LDS waits · barriers (split-K reduced in the kernel: the last "
@@ -494,8 +493,7 @@ def per_call_markdown(rows) -> str:
     · LDS waits · barriers, busiest-SIMD issue and modelled µs, beside aiter's kernel and the
     best public config of the shape (modelled, and measured), the geomeans, and the model with
     its held-out error. What README and docs/results.md show (`python -m tools.docs`)."""
-    data = model.load_points()
-    fit = model.fit(data)
+    data, fit = model.calibrated()
     calls = per_call(rows)
     summary = benchmark_summary(calls, fit, data)
     lines = ["| shape | ours: config | launches, RT · LDS · barriers, issue | modelled µs: ours "
