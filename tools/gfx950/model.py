@@ -75,16 +75,22 @@ def _measured(point) -> float:
     return sum(times) / len(times) if times else None
 
 
+def _walked_call(point):
+    """The Call of a public point, or None where the walk did not cover one of its kernels."""
+    kernels = point["kernels"]
+    if any("busiest_simd_issue" not in k for k in kernels):
+        return None
+    return Call(tuple(point["shape"]), sum(k["busiest_simd_issue"] for k in kernels),
+                len(kernels), kernels[0]["workgroups"])
+
+
 def calibration_calls(data: dict) -> list:
     """[(point id, Call, measured µs)] of the points the model is fitted on."""
     found = []
     for point in data["points"]:
-        measured = _measured(point)
-        if measured is None or any("busiest_simd_issue" not in k for k in point["kernels"]):
-            continue
-        call = Call(tuple(point["shape"]), sum(k["busiest_simd_issue"] for k in point["kernels"]),
-                    len(point["kernels"]), point["kernels"][0]["workgroups"])
-        found.append((point["id"], call, measured))
+        measured, call = _measured(point), _walked_call(point)
+        if measured is not None and call is not None:
+            found.append((point["id"], call, measured))
     return found
 
 
@@ -189,19 +195,17 @@ def compare(data: dict = None) -> list:
 
 def best_public(data: dict) -> dict:
     """{shape: (point id, Call, measured µs)}: per shape, the public point measured fastest (the
-    mean of its times) among those whose mode is known (leaderboard or benchmark, published or converted) and
-    whose kernels the walk covered."""
+    mean of its times) among those whose mode is known (leaderboard or benchmark, published or
+    converted) and whose kernels the walk covered."""
     found = {}
     for point in data["points"]:
         times = [t["us"] for t in point["times"] if t["mode"] in ("LB", "BM")]
-        if not times or any("busiest_simd_issue" not in k for k in point["kernels"]):
+        call = _walked_call(point)
+        if not times or call is None:
             continue
-        shape = tuple(point["shape"])
-        call = Call(shape, sum(k["busiest_simd_issue"] for k in point["kernels"]),
-                    len(point["kernels"]), point["kernels"][0]["workgroups"])
         mean = sum(times) / len(times)
-        if shape not in found or mean < found[shape][2]:
-            found[shape] = (point["id"], call, mean)
+        if call.shape not in found or mean < found[call.shape][2]:
+            found[call.shape] = (point["id"], call, mean)
     return found
 
 
