@@ -14,10 +14,11 @@ Outputs:
            kernels.splitk_reduce.sum_partials's (fp32, (((p0 + p1) + p2) + ...)), either by
            kernels.splitk_reduce (a second launch) or, with REDUCE_IN_GEMM, by the last
            program of each output tile to finish: each program bumps the tile's int32 counter
-           in counters [tiles] (zero before the launch) and the one that sees SPLIT_K - 1
-           sums and resets it to zero for the next launch. With RELEASE_EVERY_WAVE (AMD)
-           every thread first releases its partial stores by an atomic on its own word of
-           release_slots int32 [grid * THREADS] (contents unused), see below.
+           in counters [tiles] (zero before the launch) once, and the one that sees
+           SPLIT_K - 1 sums and resets it to zero for the next launch. SPLIT_K_SYNC says how
+           the partials reach that program (see below): "acq_rel" (a release/acquire counter,
+           what the PTX memory model asks for) or "write_through" (AMD: no cache writeback or
+           invalidate).
 
 The product is `tl.dot_scaled` on E2M1 codes and E8M0 scales (the native scaled MFMA on
 gfx950; an emulation on NVIDIA), A quantized by kernels.quantize (QUANTIZER: the name of
@@ -84,9 +85,15 @@ def _unshuffle_scale_tile(s, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
 
 
 @triton.jit
+def _wait_for_own_stores(token):
+    """s_waitcnt vmcnt(0): the wave's stores have completed (gfx950; returns token)."""
+    return tl.inline_asm_elementwise("s_waitcnt vmcnt(0)", "=s,0", [token], dtype=tl.int32,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
 def preshuffle_gemm_kernel(
     a_ptr, a_scales_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr,
-    release_slots_ptr,
     M, N, K,
     stride_am, stride_ak, stride_asm,
     stride_bn, stride_bsn,
@@ -96,7 +103,7 @@ def preshuffle_gemm_kernel(
     REDUCE_IN_GEMM: tl.constexpr, EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr,
     QUANTIZER: tl.constexpr, QUANT_FAST_PATH: tl.constexpr, A_PREQUANTIZED: tl.constexpr,
     NUM_XCDS: tl.constexpr, STORE_MODIFIER: tl.constexpr,
-    RELEASE_EVERY_WAVE: tl.constexpr, THREADS: tl.constexpr, SCALES_FIRST: tl.constexpr,
+    SPLIT_K_SYNC: tl.constexpr, THREADS: tl.constexpr, SCALES_FIRST: tl.constexpr,
 ):
     pid = tl.program_id(0)
     if NUM_XCDS > 1:
@@ -174,31 +181,32 @@ def preshuffle_gemm_kernel(
                  cache_modifier=STORE_MODIFIER)
     else:
         p_offsets = rows_c[:, None].to(tl.int64) * stride_pm + cols_c[None, :]
+        WRITE_THROUGH: tl.constexpr = REDUCE_IN_GEMM and SPLIT_K_SYNC == "write_through"
         tl.store(partials_ptr + pid_k * stride_ps + p_offsets, acc, mask=mask_c,
-                 cache_modifier=STORE_MODIFIER)
+                 cache_modifier=".wt" if WRITE_THROUGH else STORE_MODIFIER)
         if REDUCE_IN_GEMM:
             tile = pid // SPLIT_K
-            if RELEASE_EVERY_WAVE:
-                # On AMD the counter's release below is one wave's: it waits for that wave's
-                # stores only, and the barrier waits for none. A release by every thread
-                # makes every wave wait for its stores and write them back to memory that
-                # all XCDs see before the barrier. (On NVIDIA the barrier plus one release
-                # fence is enough.) acq_rel, not release: on a buffer atomic Triton 3.6 emits
-                # the release's write-back and wait for acq_rel only.
-                threads = tl.arange(0, THREADS)
-                tl.atomic_add(release_slots_ptr + pid * THREADS + threads, 0, sem="acq_rel",
-                              scope="gpu")
-            # Every thread's partial store comes before the release of the counter.
-            tl.debug_barrier()
-            arrived = tl.atomic_add(counters_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if WRITE_THROUGH:
+                # AMD, where a release fence writes back the whole L2 of the XCD and an acquire
+                # invalidates it. Instead each partial store is written through (sc0 sc1) and
+                # each wave waits for its own (the barrier waits for none), so all of them are
+                # where every XCD reads before the one counter atomic; the last program loads
+                # the partials with sc0 sc1, past any stale line of its own L2.
+                _wait_for_own_stores(tile)
+                tl.debug_barrier()
+                arrived = tl.atomic_add(counters_ptr + tile, 1, sem="relaxed", scope="gpu")
+            else:
+                # Every thread's partial store comes before the counter's release.
+                tl.debug_barrier()
+                arrived = tl.atomic_add(counters_ptr + tile, 1, sem="acq_rel", scope="gpu")
             if arrived == SPLIT_K - 1:
-                total = sum_partials(partials_ptr, p_offsets, mask_c, stride_ps, SPLIT_K, ".cg")
+                total = sum_partials(partials_ptr, p_offsets, mask_c, stride_ps, SPLIT_K,
+                                     ".cv" if WRITE_THROUGH else ".cg")
                 tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask_c,
                          cache_modifier=STORE_MODIFIER)
                 # Relaxed: no program of this launch reads the counter again, and the next
                 # launch on the queue starts after this one ends, which orders the reset.
                 tl.atomic_xchg(counters_ptr + tile, 0, sem="relaxed")
-
 
 def weight_view(b_shuffle):
     """B_shuffle [N, K/2] (fp4x2 or uint8) -> the kernel's uint8 [N/16, (K/2)*16] view."""
@@ -221,25 +229,24 @@ def gemm_grid(m: int, n: int, block_m: int, block_n: int, splits: int) -> tuple:
     return (splits * gemm_tiles(m, n, block_m, block_n), 1, 1)
 
 
-def gemm_arguments(a, b, b_scales, c, partials, counters, release_slots, m, n, k, *, block_m,
+def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
                    block_n, block_k, group_m, splits, split_size, reduce_in_gemm, cache_modifier,
                    quantizer="software", quant_fast_path=True, a_scales=None, num_xcds=1,
-                   store_modifier=None, release_every_wave=False, threads=1, scales_first=True):
+                   store_modifier=None, splitk_sync="acq_rel", threads=1, scales_first=True):
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
     a is bf16 [M, K], or with a_scales given the codes uint8 [M, K/2] of a quantized A. b and
     b_scales are the 2-D views of weight_view and scales_view; c is bf16 [M, N] with unit
     column stride. partials (fp32 [splits, M, N], contiguous) and counters (int32 [tiles],
-    zero) are read only when splits > 1 (counters only with reduce_in_gemm); release_slots
-    (int32 [grid * threads]) only with reduce_in_gemm and release_every_wave, threads being
-    the program's thread count (a power of two); pass c where they are unused.
+    zero) are read only when splits > 1 (counters only with reduce_in_gemm); pass c where
+    they are unused. splitk_sync: "acq_rel" or "write_through" (AMD), see the kernel's text;
+    threads: the program's thread count (a power of two).
     """
     prequantized = a_scales is not None
     scales = a_scales if prequantized else a
-    return (a, scales, b, b_scales, c, partials, counters, release_slots, m, n, k,
+    return (a, scales, b, b_scales, c, partials, counters, m, n, k,
             a.stride(0), a.stride(1), scales.stride(0), b.stride(0), b_scales.stride(0),
             c.stride(0), m * n, n,
             block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
             k % split_size == 0, cache_modifier, quantizer, quant_fast_path, prequantized, num_xcds,
-            store_modifier,
-            release_every_wave, threads, scales_first)
+            store_modifier, splitk_sync, threads, scales_first)

@@ -14,8 +14,8 @@ int32 counter that its last program resets to zero. The launcher holds rows of s
 zeroed once when it is built, and gives each call the next row in turn, so calls that overlap
 on the GPU (two queues, a graph replay beside an eager call) count on rows of their own while
 fewer than `len(counter_rows)` calls of the launcher are in flight at once (IN_FLIGHT_CALLS,
-fewer where the tiles are many), with no launch added to a call. Its release slots are shared:
-the kernel adds 0 to them and reads nothing back. Outputs and partials are new each call.
+fewer where the tiles are many), with no launch added to a call. Outputs and partials are new
+each call.
 """
 
 import itertools
@@ -31,8 +31,8 @@ from kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_k
 from launchers.bypass import KernelLaunch, aligned, backend_options
 from launchers.configs import GemmConfig
 
-# gemm_arguments puts (a, a_scales, b, b_scales, c, partials, counters, release_slots) first
-GEMM_TENSOR_ARGS = 8
+# gemm_arguments puts (a, a_scales, b, b_scales, c, partials, counters) first
+GEMM_TENSOR_ARGS = 7
 WARP_SIZE = {"hip": 64}   # 32 elsewhere
 # Backends whose GEMM quantizes A without the uniform fast path (kernels/quantize.py): on the
 # H200 it made the fused GEMM slower (tools.bench geomean 18.60 µs with it, 17.32 without,
@@ -57,47 +57,42 @@ def _partials(m, n, splits, device):
     return torch.empty((splits, m, n), dtype=torch.float32, device=device)
 
 
-def release_plan(config: GemmConfig, backend: str, every_wave=None) -> tuple:
-    """(whether each thread releases its split-K partials before the counter, threads per
-    program); every_wave None means on AMD, where one wave's release does not cover the others'."""
-    every_wave = backend == "hip" if every_wave is None else every_wave
-    return every_wave, WARP_SIZE.get(backend, 32) * config.num_warps
+def threads_per_program(config: GemmConfig, backend: str) -> int:
+    return WARP_SIZE.get(backend, 32) * config.num_warps
+
+
+def splitk_sync(backend: str) -> str:
+    """How an in-kernel split-K reduce hands the partials to the tile's last program
+    (kernels.preshuffle_gemm): written through on AMD, where a release/acquire pair writes back
+    and invalidates a whole L2; a release/acquire counter elsewhere."""
+    return "write_through" if backend == "hip" else "acq_rel"
 
 
 IN_FLIGHT_CALLS = 1024          # counter rows per launcher, if they fit COUNTER_WORDS
 COUNTER_WORDS = 1 << 18         # int32 counters per launcher at most (1 MiB)
 
 
-def reduce_state(config: GemmConfig, m: int, n: int, k: int, threads: int, every_wave: bool,
-                 device, rows: int = None) -> tuple:
-    """(counter rows, release slots) where the GEMM sums split-K itself (split_k_reduce
-    "last_program", more than one split launched), else (None, None). Counter rows: `rows`
-    (default: IN_FLIGHT_CALLS, fewer where they would pass COUNTER_WORDS) views int32 [tiles]
-    of one zeroed buffer, each starting 16-byte aligned; release slots: int32 [grid * threads]
-    where every thread releases (release_plan), else None."""
+def counter_rows(config: GemmConfig, m: int, n: int, k: int, device, rows: int = None):
+    """The split-K counter rows where the GEMM sums split-K itself (split_k_reduce
+    "last_program", more than one split launched), else None: `rows` (default:
+    IN_FLIGHT_CALLS, fewer where they would pass COUNTER_WORDS) views int32 [tiles] of one
+    zeroed buffer, each starting 16-byte aligned."""
     splits, _ = config.splits_for(k)
     if splits == 1 or config.split_k_reduce != "last_program":
-        return None, None
+        return None
     tiles = gemm_tiles(m, n, config.block_m, config.block_n)
     stride = formats.pad_to(tiles, 4)
     if rows is None:
         rows = max(1, min(IN_FLIGHT_CALLS, COUNTER_WORDS // stride))
     counters = torch.zeros((rows, stride), dtype=torch.int32, device=device)
-    slots = None
-    if every_wave:
-        programs = gemm_grid(m, n, config.block_m, config.block_n, splits)[0]
-        slots = torch.zeros(programs * threads, dtype=torch.int32, device=device)
-    return [row[:tiles] for row in counters], slots
+    return [row[:tiles] for row in counters]
 
 
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
-                 device, quantizer: str = "software", a_prequantized: bool = False,
-                 release_every_wave=None) -> list:
-    """release_every_wave: see release_plan."""
+                 device, quantizer: str = "software", a_prequantized: bool = False) -> list:
     checked_quantizer(quantizer)
     splits, split_size = config.splits_for(k)
     reduce_in_gemm = splits > 1 and config.split_k_reduce == "last_program"
-    release_every_wave, threads = release_plan(config, backend, release_every_wave)
     a_scales = None
     if a_prequantized:
         a = torch.empty((m, k // 2), dtype=torch.uint8, device=device)
@@ -108,17 +103,17 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
     b_scales = torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8, device=device)
     c = _output(m, n, device)
     partials = _partials(m, n, splits, device) if splits > 1 else c
-    rows, slots = reduce_state(config, m, n, k, threads, release_every_wave, device, rows=1)
+    rows = counter_rows(config, m, n, k, device, rows=1)
     gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, partials,
-                               c if rows is None else rows[0], c if slots is None else slots,
-                               m, n, k, block_m=config.block_m, block_n=config.block_n,
+                               c if rows is None else rows[0], m, n, k, block_m=config.block_m, block_n=config.block_n,
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
                                split_size=split_size, reduce_in_gemm=reduce_in_gemm,
                                cache_modifier=config.cache_modifier, quantizer=quantizer,
                                quant_fast_path=backend not in WITHOUT_QUANT_FAST_PATH,
                                a_scales=a_scales, num_xcds=config.num_xcds,
                                store_modifier=config.store_modifier,
-                               release_every_wave=release_every_wave, threads=threads,
+                               splitk_sync=splitk_sync(backend),
+                               threads=threads_per_program(config, backend),
                                scales_first=config.loads_b_scales_first)
     specs = [LaunchSpec("gemm", preshuffle_gemm_kernel,
                         gemm_grid(m, n, config.block_m, config.block_n, splits),
@@ -142,18 +137,15 @@ class GemmLauncher:
 
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
                  a_strides: tuple, device, quantizer: str = "software",
-                 a_prequantized: bool = False, allow_direct: bool = True,
-                 release_every_wave=None):
+                 a_prequantized: bool = False, allow_direct: bool = True):
         self.config = config
         self.quantizer = quantizer
         self.m, self.n, self.device = m, n, device
         self.splits, _ = config.splits_for(k)
-        release_every_wave, threads = release_plan(config, backend, release_every_wave)
-        self.counter_rows, self._release_slots = reduce_state(config, m, n, k, threads,
-                                                              release_every_wave, device)
+        self.counter_rows = counter_rows(config, m, n, k, device)
         self._calls = itertools.count()   # next() is atomic: threads never share a row
         specs = launch_specs(config, backend, m, n, k, a_strides, device, quantizer,
-                             a_prequantized, release_every_wave)
+                             a_prequantized)
         gemm_spec = specs[0]
         self.gemm = KernelLaunch(*gemm_spec[1:], allow_direct=allow_direct)
         self._gemm_constants = gemm_spec.sample_args[GEMM_TENSOR_ARGS:]
@@ -179,13 +171,11 @@ class GemmLauncher:
         b, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
         out = _output(self.m, self.n, self.device)
         partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
-        counters = slots = out
+        counters = out
         if self.counter_rows is not None:
             counters = self.counter_rows[next(self._calls) % len(self.counter_rows)]
-            if self._release_slots is not None:
-                slots = self._release_slots
         gemm_args = ((a, a if a_scales is None else a_scales, b, b_scales, out, partials,
-                      counters, slots) + self._gemm_constants)
+                      counters) + self._gemm_constants)
         return gemm_args, partials, out
 
     def __call__(self, a, b_shuffle, b_scale_sh, a_scales=None, direct=True):

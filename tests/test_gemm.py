@@ -328,43 +328,48 @@ def test_column_major_a_over_several_k_tiles(device):
 from launchers import gemm as gemm_module  # noqa: E402
 
 
-@pytest.mark.parametrize("backend, every_wave, want", [
-    ("hip", None, (True, 64 * 2)), ("cuda", None, (False, 32 * 2)),
-    ("interpreter", None, (False, 32 * 2)), ("hip", False, (False, 64 * 2)),
-    ("cuda", True, (True, 32 * 2))])
-def test_release_plan(backend, every_wave, want):
-    assert gemm_module.release_plan(GemmConfig(16, 64, 256, num_warps=2), backend,
-                                    every_wave) == want
+@pytest.mark.parametrize("backend, sync, threads", [
+    ("hip", "write_through", 64 * 2), ("cuda", "acq_rel", 32 * 2),
+    ("interpreter", "acq_rel", 32 * 2)])
+def test_split_k_sync_and_threads_per_backend(backend, sync, threads):
+    assert gemm_module.splitk_sync(backend) == sync
+    assert gemm_module.threads_per_program(GemmConfig(16, 64, 256, num_warps=2), backend) == threads
 
 
-@pytest.mark.parametrize("split_k, reduce, k, every_wave, tiles, slots", [
-    (2, "last_program", 512, True, 3 * 2, 3 * 2 * 2 * 128),   # 3 x 2 tiles, 2 splits, 128 threads
-    (2, "last_program", 512, False, 3 * 2, None),
-    (2, "kernel", 512, True, None, None),
-    (2, "last_program", 256, True, None, None),               # one split launched
-    (1, "last_program", 512, True, None, None)])
-def test_reduce_state(split_k, reduce, k, every_wave, tiles, slots):
-    """Zeroed counter rows (and slots where every wave releases) only for an in-kernel split-K
-    reduce: IN_FLIGHT_CALLS rows of one buffer, each 16-byte aligned."""
+@pytest.mark.parametrize("backend, sync", [("hip", "write_through"), ("cuda", "acq_rel")])
+def test_the_split_k_sync_reaches_the_kernel(backend, sync):
+    config = GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program")
+    spec, = gemm_module.launch_specs(config, backend, 16, 64, 512, (512, 1), "meta")
+    names = spec.kernel.arg_names
+    assert spec.sample_args[names.index("SPLIT_K_SYNC")] == sync
+    assert spec.sample_args[names.index("REDUCE_IN_GEMM")] is True
+
+
+@pytest.mark.parametrize("split_k, reduce, k, tiles", [
+    (2, "last_program", 512, 3 * 2),                # 3 x 2 tiles
+    (2, "kernel", 512, None),
+    (2, "last_program", 256, None),                 # one split launched
+    (1, "last_program", 512, None)])
+def test_counter_rows(split_k, reduce, k, tiles):
+    """Zeroed counter rows only for an in-kernel split-K reduce: IN_FLIGHT_CALLS rows of one
+    buffer, each 16-byte aligned."""
     config = GemmConfig(16, 64, 256, split_k=split_k, split_k_reduce=reduce)
-    rows, got_slots = gemm_module.reduce_state(config, 40, 128, k, 128, every_wave, "cpu")
+    rows = gemm_module.counter_rows(config, 40, 128, k, "cpu")
     if tiles is None:
-        assert rows is None and got_slots is None
+        assert rows is None
         return
     assert len(rows) == gemm_module.IN_FLIGHT_CALLS
     assert all(r.dtype == torch.int32 and r.shape == (tiles,) and not r.any() for r in rows)
     assert len({r.data_ptr() for r in rows}) == len(rows)
     assert all(r.data_ptr() % 16 == 0 for r in rows)
-    assert (got_slots is None) if slots is None else got_slots.shape == (slots,)
 
 
 def test_counter_rows_stay_within_their_memory_bound():
     config = GemmConfig(16, 32, 256, split_k=2, split_k_reduce="last_program")
-    rows, _ = gemm_module.reduce_state(config, 4096, 4096, 512, 128, False, "cpu")
+    rows = gemm_module.counter_rows(config, 4096, 4096, 512, "cpu")
     tiles = 256 * 128
     assert len(rows) == gemm_module.COUNTER_WORDS // tiles and rows[0].shape == (tiles,)
-    assert gemm_module.reduce_state(config, 16, 64, 512, 128, False, "cpu", rows=1)[0][0].shape \
-        == (2,)
+    assert gemm_module.counter_rows(config, 16, 64, 512, "cpu", rows=1)[0].shape == (2,)
 
 
 @pytest.fixture
@@ -437,14 +442,6 @@ def test_a_prequantized_as_sample_sits_on_the_device(recorded_arguments):
                              a_prequantized=True)
     (args, kwargs), = recorded_arguments
     assert args[0].device.type == "meta" and kwargs["a_scales"].device.type == "meta"
-
-
-def test_a_launcher_told_not_to_release_every_wave_holds_no_release_slots():
-    config = GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program")
-    assert GemmLauncher(config, "interpreter", 16, 64, 512, (512, 1), "cpu",
-                        release_every_wave=True)._release_slots is not None
-    assert GemmLauncher(config, "interpreter", 16, 64, 512, (512, 1), "cpu",
-                        release_every_wave=False)._release_slots is None
 
 
 def test_a_takes_the_given_strides_or_comes_prequantized(recorded_arguments):
@@ -524,7 +521,7 @@ def test_launches_per_call_and_the_in_kernel_reduce(recording_launcher, config, 
 
 def test_calls_of_an_in_kernel_reduce_take_the_counter_rows_in_turn(recording_launcher):
     """Each call counts on the next zeroed row, so calls in flight together never share one
-    (fewer than IN_FLIGHT_CALLS of them); the release slots, never read, are shared."""
+    (fewer than IN_FLIGHT_CALLS of them)."""
     config = GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program", num_warps=4)
     launcher = recording_launcher(config, n=256)
     a = torch.zeros(16, 512, dtype=torch.bfloat16)
@@ -532,10 +529,8 @@ def test_calls_of_an_in_kernel_reduce_take_the_counter_rows_in_turn(recording_la
     rows = launcher.counter_rows
     calls = [launcher.gemm_arguments(a, b, s)[0] for _ in range(len(rows) + 1)]
     assert calls[0][6].shape == (4,) and not calls[0][6].any()          # 1 x 4 tiles
-    assert calls[0][7].shape == (2 * 4 * 64 * 4,)    # every wave releases on HIP: programs x threads
     assert [c[6].data_ptr() for c in calls[:-1]] == [r.data_ptr() for r in rows]
     assert calls[-1][6].data_ptr() == rows[0].data_ptr()              # round again
-    assert len({c[7].data_ptr() for c in calls}) == 1
 
 
 def test_every_call_gets_fresh_outputs(recording_launcher):
@@ -547,5 +542,5 @@ def test_every_call_gets_fresh_outputs(recording_launcher):
     assert out.shape == (16, 64) and partials.shape == (2, 16, 64)
     assert out.dtype == torch.bfloat16 and partials.dtype == torch.float32
     assert out.data_ptr() != second[2].data_ptr() and partials.data_ptr() != second[1].data_ptr()
-    assert first[6] is out and first[7] is out        # no in-kernel reduce: no counters, slots
+    assert first[6] is out                            # no in-kernel reduce: no counters
     assert first[1] is a and launcher.gemm_arguments(a, b, s, a_scales=s)[0][1] is s

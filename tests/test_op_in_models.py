@@ -95,9 +95,9 @@ def test_a_capture_that_forbids_the_build_is_named_in_one_line(no_launchers, mon
     assert 'capture_error_mode="thread_local"' in message and "\n" not in message
 
 
-def test_a_launcher_holds_only_its_counter_rows_and_release_slots():
+def test_a_launcher_holds_only_its_counter_rows():
     """Partials and outputs are made per call; what a launcher holds (the in-kernel reduce's
-    counter rows and release slots) is made when it is built, in the build thread, outside
+    counter rows) is made when it is built, in the build thread, outside
     any graph's memory pool."""
     from launchers.configs import GemmConfig
     from launchers.gemm import GemmLauncher
@@ -106,9 +106,9 @@ def test_a_launcher_holds_only_its_counter_rows_and_release_slots():
     assert launcher.reduces_in_kernel
     held = [name for name, value in vars(launcher).items() if isinstance(value, torch.Tensor)]
     assert held == []
-    assert len(launcher.counter_rows) > 1 and launcher._release_slots is None
+    assert len(launcher.counter_rows) > 1
     plain = GemmLauncher(GemmConfig(16, 64, 256), "interpreter", 16, 64, 512, (512, 1), "cpu")
-    assert plain.counter_rows is None and plain._release_slots is None
+    assert plain.counter_rows is None
 
 
 # ---------------------------------------------------------------------------------------
