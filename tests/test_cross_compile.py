@@ -157,8 +157,8 @@ def test_report_has_the_documented_keys_and_sane_figures(isa_rows):
         assert row["k_loop"] == (k_tiles > c["num_stages"]), row["shape"]
 
 
-CRITICAL_PATH = {"instructions", "global_round_trips", "lds_waits", "barriers",
-                 "busiest_simd_issue"}
+CRITICAL_PATH = {"instructions", "global_round_trips", "lds_waits", "barriers", "issue_cycles",
+                 "latency_cycles", "busiest_simd_issue", "busiest_simd_cycles"}
 
 
 def _assert_critical_paths(rows):
@@ -178,6 +178,9 @@ def _assert_critical_paths(rows):
             assert path["instructions"] > 0 and path["global_round_trips"] >= 1, row["shape"]
             assert path["busiest_simd_issue"] % path["instructions"] == 0, row["shape"]
             assert path["busiest_simd_issue"] >= path["instructions"], row["shape"]
+            assert path["issue_cycles"] >= 4 * path["instructions"], row["shape"]
+            assert path["issue_cycles"] < path["latency_cycles"][0] \
+                <= path["latency_cycles"][1] <= path["busiest_simd_cycles"][1], row["shape"]
         assert (others is not None) == in_kernel, row["shape"]
         if in_kernel:
             last = row["critical_path"]
@@ -188,10 +191,11 @@ def _assert_critical_paths(rows):
 def test_every_kernel_row_carries_its_critical_path_and_the_table_prints_it_per_call(
         isa_rows):
     """Per call: launches, round trips per launch · LDS waits · barriers, the busiest-SIMD
-    issue of its launches together, its modelled µs (the same on each of its rows, from
-    tools.gfx950.model), and aiter's figures beside the benchmark shapes; then the benchmark
-    shapes' modelled µs beside aiter's and the best public config's, with their geomean and
-    the model's held-out errors."""
+    issue of its launches together, its modelled µs under each member of the family (the same
+    on each of its rows, from tools.gfx950.model), their range with the members at its ends,
+    and aiter's figures beside the benchmark shapes; then the benchmark shapes' ranges beside
+    aiter's and the best public config's, the geomeans, ours against the best public config
+    by member, and each member with its errors."""
     from tools.gfx950 import model
     _, rows, printed = isa_rows
     _assert_critical_paths(rows)
@@ -200,7 +204,7 @@ def test_every_kernel_row_carries_its_critical_path_and_the_table_prints_it_per_
     lines = {line.split()[0]: line for line in table.splitlines()[2:] if line.strip()}
     assert set(lines) == {"x".join(map(str, shape)) for shape in GEMM_CONFIGS["gfx950"]}
     data = model.load_points()
-    fit = model.fit(data)
+    family = model.family(data)
     modelled = {}
     for shape in GEMM_CONFIGS["gfx950"]:
         call = [r for r in rows if tuple(r["shape"]) == shape]
@@ -211,22 +215,37 @@ def test_every_kernel_row_carries_its_critical_path_and_the_table_prints_it_per_
                f"{sum(p['lds_waits'] for p in paths)} · {sum(p['barriers'] for p in paths)} " \
             in line, line
         issue = sum(p["busiest_simd_issue"] for p in paths)
-        expected = round(fit.predict(model.Call(shape, issue, len(call), call[0]["workgroups"]),
-                                     data), 2)
-        assert {r["modelled_us"] for r in call} == {expected}, shape
-        assert line.split()[line.split().index(str(issue)) + 1] == f"{expected:.2f}", line
-        modelled[shape] = expected
-    aiter = fit.predict(model.Call((16, 2112, 7168), 2658, 2, 0), data)
-    assert lines["16x2112x7168"].endswith(f"2, (1+2) · 47 · 12, 2658, {aiter:.2f} µs")
-    assert lines["16x3072x1536"].split()[-1] == f"{modelled[(16, 3072, 1536)]:.2f}"  # no aiter
-    assert f"± {fit.leave_one_point_out.rms:.2f} held out by point, " \
-           f"± {fit.leave_one_shape_out.rms:.2f} by shape" in summary
-    by_shape = {line.split()[0]: line.split() for line in summary.splitlines()[2:]
-                if line.strip() and not line.startswith("model:")}
+        cycles = tuple(sum(p["busiest_simd_cycles"][i] for p in paths) for i in range(2))
+        expected = family.figures(model.Call(shape, issue, len(call), call[0]["workgroups"],
+                                             sum(p["global_round_trips"] for p in paths),
+                                             cycles), data)
+        for row in call:
+            assert row["modelled_us_by_member"] == {m: round(us, 2) for m, us in expected.items()}
+            assert row["modelled_us"] == round(max(expected.values()), 2)
+            found = row["modelled_range"]
+            assert expected[found["low_member"]] == min(expected.values())
+            assert expected[found["high_member"]] == max(expected.values())
+        low, high = f"{min(expected.values()):.2f}", f"{max(expected.values()):.2f}"
+        assert (low if low == high else f"{low}–{high}") in line, line
+        assert f"{found['low_member']} .. {found['high_member']}" in line, line
+        modelled[shape] = call[0]["modelled_us_by_member"]
+    aiter_point, aiter_call = model.aiter_points(data)[(16, 2112, 7168)]
+    aiter = family.figures(aiter_call, data)
+    assert lines["16x2112x7168"].endswith(
+        f"2, (1+2) · 47 · 12, 2658, {min(aiter.values()):.2f}–{max(aiter.values()):.2f} µs")
+    assert "µs" not in lines["16x3072x1536"].split("..")[-1]          # not a benchmark shape
+    by_shape = {line.split()[0]: line for line in summary.splitlines()[2:]
+                if line.strip() and not line.startswith(("the family", "  "))}
+    best = model.best_public(data)
     for shape in BENCHMARK_SHAPES:
-        assert by_shape["x".join(map(str, shape))][1] == f"{modelled[shape]:.2f}"
-    assert by_shape["geomean"][1] == f"{model.geomean(modelled[s] for s in BENCHMARK_SHAPES):.2f}"
-    assert "model: " + fit.describe() in summary
+        ours, public = modelled[shape], family.figures(best[shape][1], data)
+        margins = ", ".join(f"{ours[m] - public[m]:+.2f}" for m in family.fits)
+        assert by_shape["x".join(map(str, shape))].endswith(margins)
+    geomean = {m: model.geomean(modelled[s][m] for s in BENCHMARK_SHAPES) for m in family.fits}
+    assert by_shape["geomean"].split()[1] == \
+        f"{min(geomean.values()):.2f}–{max(geomean.values()):.2f}"
+    for name, fit in family.fits.items():
+        assert f"  {name}: {fit.describe()}" in summary
 
 
 BENCHMARK_SHAPES = [(4, 2880, 512), (16, 2112, 7168), (32, 4096, 512), (32, 2880, 512),
@@ -298,17 +317,23 @@ print(json.dumps({w: call_rows((4, 2880, 512), GemmConfig(16, 32, 512, num_warps
 """
 
 
-def test_the_search_ranks_eligible_calls_by_modelled_time():
+def test_the_search_ranks_eligible_calls_by_their_worst_modelled_time():
     """tools.gfx950.search on 4x2880x512 with a reduced space: stage 1 tries every tile and
-    split, stage 2 each neighbour of the best; ranked() keeps the eligible calls, fastest
-    modelled first; tools.isa --sweep prints them."""
+    split, stage 2 each neighbour of the best and of each member's best; ranked() keeps the
+    eligible calls by the family's maximum (the minimax call first); members_best() gives each
+    member's own best; tools.isa --sweep prints them."""
     done = _with_runners_triton(SEARCH)
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout)
     assert found["stage1"] == [[16, 32, 512, 1], [16, 64, 512, 1]]
     assert found["modelled"] == sorted(found["modelled"])
+    assert found["modelled"] == [max(by_member.values()) for by_member in found["by_member"]]
     assert found["eligible"] and all(found["eligible"])
-    assert "calls compiled" in found["printed"] and "by modelled µs" in found["printed"]
+    for member, us in found["members_best"].items():
+        assert us == min(by_member[member] for by_member in found["by_member"])
+    assert "calls compiled" in found["printed"]
+    assert "by the family's worst modelled µs" in found["printed"]
+    assert "each member's own best" in found["printed"]
 
 
 SEARCH = """
@@ -324,6 +349,9 @@ best = search.ranked(calls)
 print(json.dumps(dict(
     stage1=sorted([c.block_m, c.block_n, c.block_k, c.split_k] for c in configs),
     modelled=[rows[0]["modelled_us"] for rows in best],
+    by_member=[rows[0]["modelled_us_by_member"] for rows in best],
+    members_best={m: rows[0]["modelled_us_by_member"][m]
+                  for m, rows in search.members_best(calls).items()},
     eligible=[search.eligible(rows) for rows in best],
     printed=isa.format_sweep(shape, calls))))
 """
@@ -374,7 +402,7 @@ print(json.dumps(dict(
            for flag in (True, False)},
     body=[i.mnemonic for i in program.instructions[head:last + 1]],
     per_tile=isa.per_k_tile(program, project, GemmConfig(16, 32, 256, num_warps=4), 1024),
-    paths=isa.critical_paths(program, project, 4, 2, reduces_in_kernel=True))))
+    paths=isa.critical_paths(program, project, 4, [2], reduces_in_kernel=True))))
 """
 
 
@@ -404,10 +432,16 @@ def test_quantizer_attribution_and_branch_sides_follow_the_inlining_chain(tmp_pa
     assert per_tile["fast_path_instructions_per_element"] == round(2 / 16, 1)
     # One 16x16x128 MFMA per wave, 4 waves, for a 16x32x256 tile: 4*32768 / 131072.
     assert per_tile["mfma_replication"] == 1.0
-    # 4 K tiles: the load, 4 passes of 6, the last 3; 2 waves on the busiest SIMD.
+    # 4 K tiles: the load, 4 passes of 6, the last 3; 2 waves on the busiest SIMD, together.
     path = dict(instructions=28, global_round_trips=0, lds_waits=0, barriers=0,
                 busiest_simd_issue=56)
-    assert found["paths"] == dict(critical_path=path, critical_path_other_programs=path)
+    for found_path in (found["paths"]["critical_path"],
+                       found["paths"]["critical_path_other_programs"]):
+        assert {key: found_path[key] for key in path} == path
+        # no wait: the walk is the issue; the second wave adds its issue
+        assert found_path["issue_cycles"] == 4 * 28
+        assert found_path["latency_cycles"] == [4 * 28] * 2
+        assert found_path["busiest_simd_cycles"] == [2 * 4 * 28] * 2
 
 
 def test_sm90_report_counts_the_quantizer_and_the_mma(tmp_path):

@@ -80,3 +80,21 @@ def test_registers_and_mfma_shapes():
     assert mfma_shape("v_mfma_scale_f32_16x16x128_f8f6f4") == (16, 16, 128)
     assert mfma_shape("v_mfma_f32_32x32x8_bf16") == (32, 32, 8)
     assert mfma_shape("v_max_f32_e32") is None
+
+
+def test_a_backward_branch_that_closes_no_cycle_is_no_loop():
+    # LLVM's layout of masked bodies (a cross-warp reduction's LDS writes): each body is laid
+    # out after s_endpgm, entered by a forward branch and left by a branch back to the join.
+    # Those backward branches close no cycle: no loop, so no K loop to refuse.
+    text = ("\ts_and_saveexec_b64 s[0:1], vcc\n\ts_cbranch_execnz .LBB0_8\n"
+            ".LBB0_1:\n\ts_or_b64 exec, exec, s[0:1]\n"
+            "\ts_and_saveexec_b64 s[0:1], vcc\n\ts_cbranch_execnz .LBB0_9\n"
+            ".LBB0_2:\n\ts_or_b64 exec, exec, s[0:1]\n\ts_endpgm\n"
+            ".LBB0_8:\n\tds_write_b32 v1, v2\n\ts_or_b64 exec, exec, s[0:1]\n"
+            "\ts_and_saveexec_b64 s[0:1], vcc\n\ts_cbranch_execz .LBB0_1\n"
+            ".LBB0_9:\n\tds_write_b32 v1, v2 offset:16\n\ts_branch .LBB0_2\n")
+    assert k_loop(parse(text)) is None
+    # The same backward branch closing a cycle is a loop (and, without an MFMA, refused).
+    cycle = text.replace("\ts_cbranch_execz .LBB0_1\n", "\ts_cbranch_execz .LBB0_8\n")
+    with pytest.raises(ValueError, match="has no MFMA"):
+        k_loop(parse(cycle))

@@ -3,7 +3,9 @@
 import pytest
 
 from tools.gfx950.assembly import parse
-from tools.gfx950.critical_path import Path, busiest_simd_waves, walk
+from tools.gfx950 import critical_path
+from tools.gfx950.critical_path import (ISSUE_CYCLES, LDS_CYCLES, VMEM_CYCLES, busiest_simd_cycles,
+                                        busiest_simd_rounds, busiest_simd_waves, walk)
 
 MFMA = "\tv_mfma_scale_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[0:3], v1, v2\n"
 LOAD = "\tbuffer_load_dwordx4 v[4:7], v20, s[8:11], 0 offen\n"
@@ -11,6 +13,11 @@ STORE = "\tbuffer_store_dword v0, v21, s[12:15], 0 offen\n"
 FAST = "\t.loc\t1 12 3 ; q.py:12:3 @[ gemm.py:40:5 ]\n"    # a line of the branch data takes
 SLOW = "\t.loc\t1 22 3 ; q.py:22:3 @[ gemm.py:40:5 ]\n"    # a line of the one it does not
 JOIN = "\t.loc\t1 30 3 ; q.py:30:3 @[ gemm.py:40:5 ]\n"
+
+
+def events(path) -> tuple:
+    """(instructions, global round trips, LDS waits, barriers) of a Path."""
+    return tuple(path[:4])
 
 
 def side(instruction):
@@ -32,8 +39,7 @@ def test_waits_move_the_clock_only_when_they_wait_for_an_operation_not_yet_compl
             + "\ts_waitcnt vmcnt(1)\n"     # the second load of the pair, complete at 2: no move
             + STORE                        # not waited for: the wave ends at clock 2
             + "\ts_endpgm\n")
-    assert walk(parse(text)) == Path(instructions=11, global_round_trips=2, lds_waits=0,
-                                     barriers=0)
+    assert events(walk(parse(text))) == (11, 2, 0, 0)
 
 
 def test_an_lds_wait_counts_when_more_ds_operations_are_outstanding_than_it_allows():
@@ -47,7 +53,7 @@ def test_an_lds_wait_counts_when_more_ds_operations_are_outstanding_than_it_allo
             "\ts_waitcnt vmcnt(0) lgkmcnt(0)\n"  # 1 > 0: a wait
             "\ts_barrier\n"
             "\ts_endpgm\n")
-    assert walk(parse(text)) == Path(10, 0, 2, 2)
+    assert events(walk(parse(text))) == (10, 0, 2, 2)
 
 
 LOOP = ("\ts_mov_b32 s0, 0\n"
@@ -61,8 +67,8 @@ LOOP = ("\ts_mov_b32 s0, 0\n"
 
 def test_a_loop_runs_one_pass_per_k_tile():
     # 1 + 6 per pass + 1; one round trip per pass.
-    assert walk(parse(LOOP), k_tiles=4) == Path(1 + 6 * 4 + 1, 4, 0, 0)
-    assert walk(parse(LOOP), k_tiles=1) == Path(8, 1, 0, 0)
+    assert events(walk(parse(LOOP), k_tiles=4)) == (1 + 6 * 4 + 1, 4, 0, 0)
+    assert events(walk(parse(LOOP), k_tiles=1)) == (8, 1, 0, 0)
 
 
 def test_tiles_peeled_out_of_the_loop_are_taken_off_its_passes():
@@ -74,8 +80,8 @@ def test_tiles_peeled_out_of_the_loop_are_taken_off_its_passes():
             "\ts_add_u32 s0, s0, 1\n\ts_branch .LBB0_1\n"
             ".LBB0_2:\n\ts_waitcnt vmcnt(0)\n" + MFMA + "\ts_endpgm\n")
     # One MFMA after the loop: 4 tiles are 3 passes; the last leaves at the exit test.
-    assert walk(parse(text), k_tiles=4) == Path(1 + 3 * 5 + 2 * 2 + 3, 4, 0, 0)
-    assert walk(parse(text), k_tiles=2) == Path(1 + 5 + 3, 2, 0, 0)
+    assert events(walk(parse(text), k_tiles=4)) == (1 + 3 * 5 + 2 * 2 + 3, 4, 0, 0)
+    assert events(walk(parse(text), k_tiles=2)) == (1 + 5 + 3, 2, 0, 0)
     with pytest.raises(ValueError, match="whole number of passes"):
         walk(parse(text), k_tiles=1)
 
@@ -96,7 +102,7 @@ def test_a_loop_whose_join_lies_before_its_head():
             ".LBB0_5:\n\ts_endpgm\n")
     path = walk(parse(text), side, k_tiles=2)
     # Per pass: load, wait, vccz, flow (2), fast (2), then the join (MFMA, exit test).
-    assert path == Path(1 + 2 * (2 + 1 + 2 + 2 + 2) + 1, 2, 0, 0)
+    assert events(path) == (1 + 2 * (2 + 1 + 2 + 2 + 2) + 1, 2, 0, 0)
 
 
 UNIFORM = ("\tv_cmp_lt_u32_e32 vcc, s2, v65\n"
@@ -108,11 +114,11 @@ UNIFORM = ("\tv_cmp_lt_u32_e32 vcc, s2, v65\n"
 
 
 def test_a_uniform_branch_takes_the_side_the_data_takes():
-    assert walk(parse(UNIFORM), side) == Path(2 + 2 + 2, 0, 0, 0)
+    assert events(walk(parse(UNIFORM), side)) == (2 + 2 + 2, 0, 0, 0)
     # The other way round: data that takes the slow branch.
     def flipped(instruction):
         return {"on": "off", "off": "on", None: None}[side(instruction)]
-    assert walk(parse(UNIFORM), flipped) == Path(2 + 7 + 2, 0, 1, 1)
+    assert events(walk(parse(UNIFORM), flipped)) == (2 + 7 + 2, 0, 1, 1)
 
 
 def test_a_branch_it_cannot_tell_is_an_error_naming_its_line():
@@ -124,14 +130,14 @@ def test_exec_mask_branches_run_with_lanes_active_unless_the_lanes_side_leans_of
     masked_store = ("\ts_and_saveexec_b64 s[2:3], vcc\n"
                     "\ts_cbranch_execz .LBB0_1\n" + STORE + "\ts_waitcnt vmcnt(0)\n"
                     ".LBB0_1:\n\ts_or_b64 exec, exec, s[2:3]\n\ts_endpgm\n")
-    assert walk(parse(masked_store)) == Path(6, 1, 0, 0)
+    assert events(walk(parse(masked_store))) == (6, 1, 0, 0)
     # A divergent slow path (LLVM could not prove the test uniform): no lane takes it.
     divergent = ("\ts_and_saveexec_b64 s[2:3], vcc\n"
                  "\ts_cbranch_execz .LBB0_1\n" + SLOW + STORE + "\ts_waitcnt vmcnt(0)\n"
                  ".LBB0_1:\n\ts_or_saveexec_b64 s[2:3], s[2:3]\n"
                  "\ts_cbranch_execnz .LBB0_2\n\ts_endpgm\n"
                  ".LBB0_2:\n" + FAST + "\tv_cvt_scalef32_pk_fp4_bf16 v3, v4, v5\n\ts_endpgm\n")
-    assert walk(parse(divergent), side) == Path(6, 0, 0, 0)
+    assert events(walk(parse(divergent), side)) == (6, 0, 0, 0)
 
 
 def test_two_waves_per_simd_and_rounds_on_the_busiest_cu():
@@ -168,3 +174,76 @@ def test_two_waves_per_simd_and_rounds_on_the_busiest_cu():
 ])
 def test_waves_that_do_not_fill_the_simds_evenly_round_up(workgroups, waves, occupancy, busiest):
     assert busiest_simd_waves(workgroups, waves, occupancy) == busiest
+
+
+def test_masked_bodies_laid_out_after_the_end_run_once_each_with_lanes_active():
+    # Entered by execnz (taken with lanes active), each body falls into the next while lanes
+    # stay active, the last jumps back to the join: no loop, every body once.
+    text = ("\ts_and_saveexec_b64 s[0:1], vcc\n\ts_cbranch_execnz .LBB0_8\n"
+            ".LBB0_1:\n\ts_or_b64 exec, exec, s[0:1]\n"
+            "\ts_and_saveexec_b64 s[0:1], vcc\n\ts_cbranch_execnz .LBB0_9\n"
+            ".LBB0_2:\n\ts_or_b64 exec, exec, s[0:1]\n\ts_waitcnt lgkmcnt(0)\n\ts_barrier\n"
+            "\ts_endpgm\n"
+            ".LBB0_8:\n\tds_write_b32 v1, v2\n\ts_or_b64 exec, exec, s[0:1]\n"
+            "\ts_and_saveexec_b64 s[0:1], vcc\n\ts_cbranch_execz .LBB0_2\n"
+            ".LBB0_9:\n\tds_write_b32 v1, v2 offset:16\n\ts_branch .LBB0_2\n")
+    # saveexec, execnz; body 8 (write, or, saveexec, execz); body 9 (write, branch); the join (4).
+    assert tuple(walk(parse(text)))[:4] == (2 + 4 + 2 + 4, 0, 1, 1)
+
+
+def _cycles(text, k_tiles=1):
+    path = walk(parse(text), k_tiles=k_tiles)
+    return path.issue_cycles, path.latency_cycles
+
+
+def test_the_cycle_walk_issues_every_instruction_and_stalls_at_waits_until_the_data_is_back():
+    # load at 4, complete at 4 + VMEM; a second load issued at 8 completes 4 later; the wait
+    # for both stalls until the second; one more instruction; the end.
+    text = LOAD + LOAD + "\ts_waitcnt vmcnt(0)\n\tv_mov_b32 v0, 0\n\ts_endpgm\n"
+    issue, latency = _cycles(text)
+    assert issue == 5 * ISSUE_CYCLES
+    assert latency == (2 * ISSUE_CYCLES + VMEM_CYCLES + 2 * ISSUE_CYCLES,) * 2
+    # a wait that allows the newer load outstanding waits only for the older one
+    _, older = _cycles(LOAD + LOAD + "\ts_waitcnt vmcnt(1)\n\ts_endpgm\n")
+    assert older[0] == ISSUE_CYCLES + VMEM_CYCLES + ISSUE_CYCLES
+    # stores are not waited for at the end; s_nop N takes N + 1 cycles where that is longer
+    assert _cycles(STORE + "\ts_nop 7\n\ts_endpgm\n") == (2 * ISSUE_CYCLES + 8,
+                                                         (2 * ISSUE_CYCLES + 8,) * 2)
+
+
+def test_an_lds_wait_stalls_for_the_lds_latency():
+    text = "\tds_read_b32 v3, v1\n\ts_waitcnt lgkmcnt(0)\n\ts_endpgm\n"
+    assert _cycles(text)[1] == (ISSUE_CYCLES + LDS_CYCLES + ISSUE_CYCLES,) * 2
+
+
+@pytest.mark.parametrize("sync", ["\tbuffer_wbl2 sc1\n", "\tbuffer_inv sc1\n",
+                                  "\tglobal_atomic_add v2, v2, v3, s[4:5] sc0\n"])
+def test_a_waited_sync_op_costs_its_multiple_of_a_load(sync):
+    """An atomic, a whole-L2 writeback or invalidate waited for: one load's latency at sync 1x,
+    two at 2x; the same code with a load instead is slower only at 2x."""
+    text = sync + "\ts_waitcnt vmcnt(0)\n\ts_endpgm\n"
+    _, (one, two) = _cycles(text)
+    assert one == 3 * ISSUE_CYCLES + VMEM_CYCLES - ISSUE_CYCLES
+    assert two - one == VMEM_CYCLES
+    _, load = _cycles(LOAD + "\ts_waitcnt vmcnt(0)\n\ts_endpgm\n")
+    assert load == (one, one)
+
+
+def test_an_extra_serialized_round_trip_walks_slower():
+    one = LOAD + "\ts_waitcnt vmcnt(0)\n"
+    base, extra = _cycles(one + "\ts_endpgm\n")[1], _cycles(one + one + "\ts_endpgm\n")[1]
+    assert extra[0] - base[0] == ISSUE_CYCLES + VMEM_CYCLES   # the wait's own issue is hidden
+
+
+def test_the_busiest_simd_takes_a_walk_per_round_and_the_issue_of_the_others():
+    path = walk(parse(LOAD + "\ts_waitcnt vmcnt(0)\n\ts_endpgm\n"))
+    # 2 rounds on the busiest SIMD: 3 waves, then 1
+    rounds = busiest_simd_rounds(7 * 256, 2, 3)
+    assert rounds == [3, 1]
+    assert busiest_simd_cycles(path, rounds) == tuple(
+        2 * c + 2 * path.issue_cycles for c in path.latency_cycles)
+
+
+def test_the_latencies_are_the_cited_figures():
+    assert critical_path.CLOCK_GHZ == 2.4 and VMEM_CYCLES == 864 and LDS_CYCLES == 69
+    assert critical_path.SYNC_MULTIPLIERS == (1, 2)

@@ -149,21 +149,29 @@ def format_sm90_table(rows) -> str:
 
 
 def format_sweep(shape, calls) -> str:
-    """The SWEEP_SHOWN best eligible calls of one shape by modelled µs, with the count of
-    those compiled and of those not eligible (spills, scratch, hazards, unordered release)."""
-    from tools.gfx950.search import ranked
+    """The SWEEP_SHOWN best eligible calls of one shape by their worst modelled µs over the
+    model family (tools.gfx950.search.ranked), their range, and each member's own best, with the
+    count of those compiled and of those not eligible (spills, scratch, hazards, unordered
+    release)."""
+    from tools.gfx950.search import members_best, ranked
     best = ranked(calls)
     lines = [f"{'x'.join(map(str, shape))}: {len(calls)} calls compiled, {len(best)} eligible; "
-             f"the best {min(SWEEP_SHOWN, len(best))} by modelled µs",
+             f"the best {min(SWEEP_SHOWN, len(best))} by the family's worst modelled µs",
              f"  {'config':<40} {'launches':>8} {'RT · LDS · barriers':<24} {'occ':>3} "
-             f"{'WGs':>5} {'issue':>6} {'model µs':>8}"]
-    for rows in best[:SWEEP_SHOWN]:
+             f"{'WGs':>5} {'issue':>6} {'model µs':>12}"]
+
+    def line(rows, note=""):
         call = gfx950.per_call(rows)[0]
         path = (f"{gfx950._trips(call['global_round_trips'])} · {call['lds_waits']} · "
                 f"{call['barriers']}")
-        lines.append(f"  {GemmConfig(**call['config']).label:<40} {call['launches']:>8} "
-                     f"{path:<24} {rows[0]['occupancy']:>3} {rows[0]['workgroups']:>5} "
-                     f"{call['busiest_simd_issue']:>6} {call['modelled_us']:>8.2f}")
+        mark = "*" if call["outside_calibration"] else " "
+        return (f"  {GemmConfig(**call['config']).label:<40} {call['launches']:>8} "
+                f"{path:<24} {rows[0]['occupancy']:>3} {rows[0]['workgroups']:>5} "
+                f"{call['busiest_simd_issue']:>6} {gfx950._call_range(call):>11}{mark}{note}")
+    lines += [line(rows) for rows in best[:SWEEP_SHOWN]]
+    lines += ["  each member's own best:"]
+    lines += [line(rows, f"  {member}: {rows[0]['modelled_us_by_member'][member]:.2f}")
+              for member, rows in members_best(calls).items()]
     return "\n".join(lines)
 
 

@@ -100,16 +100,49 @@ def mfma_shape(mnemonic: str):
     return tuple(int(d) for d in found.groups()) if found else None
 
 
+def successors(program: Program, at: int) -> tuple:
+    """The instruction indices control can go to from the instruction at `at`: none after
+    s_endpgm, the target of s_branch, the target and the next instruction of a conditional
+    branch (a target that is no label of the program is left out), else the next one."""
+    instruction = program.instructions[at]
+    if instruction.mnemonic == "s_endpgm":
+        return ()
+    if not instruction.is_branch:
+        return (at + 1,)
+    target = program.labels.get(instruction.target)
+    targets = () if target is None else (target,)
+    return targets if instruction.mnemonic == "s_branch" else targets + (at + 1,)
+
+
+def reaches(program: Program, start: int, goal: int) -> bool:
+    """Whether some path of the control-flow graph goes from the instruction at `start` to the
+    one at `goal`."""
+    seen, stack = {start}, [start]
+    while stack:
+        at = stack.pop()
+        if at == goal:
+            return True
+        for following in successors(program, at):
+            if following < len(program.instructions) and following not in seen:
+                seen.add(following)
+                stack.append(following)
+    return False
+
+
 def k_loop(program: Program):
     """(head, last): the instruction index range of the K loop, from the label its backward
-    branches go to through the last of them; None where the kernel has no backward branch.
-    ValueError where the backward branches close more than one loop, or one without an
-    MFMA: not a K loop alone."""
+    branches go to through the last of them; None where the kernel has no backward branch
+    that closes a loop. A backward branch closes a loop when the code it goes to can come back
+    to it (a cycle of the control-flow graph); one that cannot is no loop but LLVM's jump back
+    from a block it laid out after the code around it (e.g. the masked bodies of a cross-warp
+    reduction, placed after s_endpgm, each returning to the join after its branch), and
+    leaves the path as any forward branch would. ValueError where the backward branches close
+    more than one loop, or one without an MFMA: not a K loop alone."""
     heads = {}
     for at, instruction in enumerate(program.instructions):
         if instruction.is_branch:
             head = program.labels.get(instruction.target)
-            if head is not None and head <= at:
+            if head is not None and head <= at and reaches(program, head, at):
                 heads[head] = at
     if not heads:
         return None

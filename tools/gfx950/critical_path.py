@@ -10,7 +10,13 @@ one wave goes on ordinary data and returns a Path:
   the clock at `s_endpgm` (the wave does not wait there for its last stores), so they count
   dependent trips to memory;
 - lds_waits: `s_waitcnt lgkmcnt(n)` reached with more than n `ds_*` operations outstanding;
-- barriers: `s_barrier` executed.
+- barriers: `s_barrier` executed;
+- issue_cycles and latency_cycles, a walk in cycles: every instruction issues in ISSUE_CYCLES
+  (`s_nop N` in N + 1 if that is longer); each VMEM load or store completes VMEM_CYCLES after
+  it issues, each atomic, `buffer_wbl2` and `buffer_inv` SYNC_CYCLES after (a multiple of a
+  load's: latency_cycles has one figure per SYNC_MULTIPLIERS), in issue order; each `ds_*`
+  LDS_CYCLES after it issues; `s_waitcnt` stalls the wave until what it waits for is done.
+  issue_cycles is the issue alone; latency_cycles the clock at `s_endpgm`.
 
 Which way a branch goes:
 - `s_branch`: always;
@@ -46,6 +52,18 @@ from tools.gfx950.assembly import Instruction, Program, k_loop, mfma_shape
 
 CUS = 256
 SIMDS_PER_CU = 4
+# Latencies of the cycle walk at gfx950's 2.4 GHz peak engine clock, from public measurements
+# on gfx950 (Meta's Triton fork, its AMD latency model, s_memtime microbenchmarks): a dependent
+# global load about 360 ns, an LDS pointer chase about 69 cycles. A wave64 VALU instruction
+# occupies its SIMD's 16 lanes for 4 cycles (CDNA3/4 ISA). Atomics and cache maintenance have
+# no public gfx950 figure: they cost a multiple of a load's latency, 1x and 2x.
+CLOCK_GHZ = 2.4
+ISSUE_CYCLES = 4
+VMEM_CYCLES = round(360 * CLOCK_GHZ)
+LDS_CYCLES = 69
+SYNC_MULTIPLIERS = (1, 2)
+_SYNC = re.compile(r"^(?:buffer|global|flat)_atomic_|^buffer_wbl2$|^buffer_inv$")
+_NOP = re.compile(r"^s_nop$")
 _VMEM = re.compile(r"^(?:buffer|global|flat|scratch)_")
 _COUNTER = re.compile(r"\b(vmcnt|expcnt|lgkmcnt)\((\d+)\)")
 _MAX_STEPS = 10_000_000
@@ -56,6 +74,36 @@ class Path(NamedTuple):
     global_round_trips: int
     lds_waits: int
     barriers: int
+    issue_cycles: int
+    latency_cycles: tuple     # one per SYNC_MULTIPLIERS
+
+
+class _CycleClock:
+    """The cycle walk of one wave for one sync latency (see the module's text)."""
+
+    def __init__(self, sync_cycles: int):
+        self.sync_cycles, self.now = sync_cycles, 0
+        self.vmem, self.lds = [], []     # completion times, in issue order
+
+    def issue(self, instruction: Instruction):
+        name = instruction.mnemonic
+        cycles = ISSUE_CYCLES
+        if _NOP.match(name) and instruction.operands:
+            cycles = max(cycles, int(instruction.operands[0], 0) + 1)
+        self.now += cycles
+        if _VMEM.match(name):
+            latency = self.sync_cycles if _SYNC.match(name) else VMEM_CYCLES
+            self.vmem.append(max(self.now + latency, self.vmem[-1] if self.vmem else 0))
+        elif name.startswith("ds_"):
+            self.lds.append(max(self.now + LDS_CYCLES, self.lds[-1] if self.lds else 0))
+        elif name == "s_waitcnt":
+            limits = waitcnt_limits(instruction)
+            for counter, done in (("vmcnt", self.vmem), ("lgkmcnt", self.lds)):
+                if counter in limits and len(done) > limits[counter]:
+                    self.now = max(self.now, done[-limits[counter] - 1])
+                    if counter == "lgkmcnt":
+                        del done[:len(done) - limits[counter]]
+        return cycles
 
 
 def waitcnt_limits(instruction: Instruction) -> dict:
@@ -126,9 +174,10 @@ class _Walker:
     def run(self):
         """(Path, MFMAs run outside the loop)."""
         instructions = self.program.instructions
-        count = clock = lds_waits = barriers = lds_outstanding = 0
+        count = clock = lds_waits = barriers = lds_outstanding = issue_cycles = 0
         loop_mfmas = outside_mfmas = 0
         completions = []
+        clocks = [_CycleClock(m * VMEM_CYCLES) for m in SYNC_MULTIPLIERS]
         at = 0
         while True:
             if at >= len(instructions):
@@ -138,6 +187,7 @@ class _Walker:
             count += 1
             if count > _MAX_STEPS:
                 raise ValueError(f"no s_endpgm after {_MAX_STEPS} instructions")
+            issue_cycles += [c.issue(instruction) for c in clocks][0]
             if mfma_shape(name):
                 if self.loop is not None and self.loop[0] <= at <= self.loop[1]:
                     loop_mfmas += 1
@@ -157,7 +207,8 @@ class _Walker:
                     lds_waits += 1
                     lds_outstanding = limits["lgkmcnt"]
             elif name == "s_endpgm":
-                return Path(count, clock, lds_waits, barriers), outside_mfmas
+                return Path(count, clock, lds_waits, barriers, issue_cycles,
+                            tuple(c.now for c in clocks)), outside_mfmas
             at = self.next_index(at, loop_mfmas) if instruction.is_branch else at + 1
 
 
@@ -175,16 +226,30 @@ def walk(program: Program, side: Callable = lambda instruction: None, k_tiles: i
     return _Walker(program, side, loop, k_tiles - peeled).run()[0]
 
 
-def busiest_simd_waves(workgroups: int, waves_per_workgroup: int, occupancy: int,
-                       cus: int = CUS) -> int:
-    """Waves the busiest SIMD runs: workgroups dealt evenly over the CUs; on the busiest CU,
-    the workgroups that can be resident at once (occupancy: waves per SIMD) run together, in
-    rounds, each round's waves spread over the CU's SIMDs."""
+def busiest_simd_rounds(workgroups: int, waves_per_workgroup: int, occupancy: int,
+                        cus: int = CUS) -> list:
+    """The waves the busiest SIMD runs together in each round: workgroups dealt evenly over the
+    CUs; on the busiest CU, the workgroups that can be resident at once (occupancy: waves per
+    SIMD) run together, in rounds, each round's waves spread over the CU's SIMDs."""
     on_busiest_cu = -(-workgroups // cus)
     resident = max(1, occupancy * SIMDS_PER_CU // waves_per_workgroup)
-    waves = 0
+    rounds = []
     while on_busiest_cu > 0:
         in_round = min(resident, on_busiest_cu)
-        waves += -(-in_round * waves_per_workgroup // SIMDS_PER_CU)
+        rounds.append(-(-in_round * waves_per_workgroup // SIMDS_PER_CU))
         on_busiest_cu -= in_round
-    return waves
+    return rounds
+
+
+def busiest_simd_waves(workgroups: int, waves_per_workgroup: int, occupancy: int,
+                       cus: int = CUS) -> int:
+    """Waves the busiest SIMD runs (busiest_simd_rounds, all rounds)."""
+    return sum(busiest_simd_rounds(workgroups, waves_per_workgroup, occupancy, cus))
+
+
+def busiest_simd_cycles(path: Path, rounds: list) -> tuple:
+    """Cycles the busiest SIMD spends on a launch, per SYNC_MULTIPLIERS: each round takes one
+    wave's cycle walk, and the issue of the round's other waves (their latencies hide under
+    it)."""
+    return tuple(sum(cycles + (waves - 1) * path.issue_cycles for waves in rounds)
+                 for cycles in path.latency_cycles)

@@ -34,14 +34,19 @@ instructions one wave runs per K tile) and:
   BLOCK_M*BLOCK_N*BLOCK_K; 1 means no wave repeats another's products.
 
 Every kernel row carries "critical_path": {"instructions", "global_round_trips", "lds_waits",
-"barriers", "busiest_simd_issue"}, the path of one wave from entry to s_endpgm on ordinary
-data (tools.gfx950.critical_path: the K loop runs the K tiles one program handles, less those
-peeled out of it; the quantizer's uniform branch takes its fast path, told by the .loc chains
-as above, its `if fast:` body against its `else`), "launches_per_call" and "modelled_us", the
-call's modelled time through the runner's harness (tools.gfx950.model; the same figure on
-each row of a call). The busiest-SIMD issue is the path's instructions times the waves the
-busiest SIMD runs: the launch's workgroups dealt evenly over the 256 CUs, those that cannot be
-resident at once (occupancy) in rounds. A GEMM that reduces split-K in the kernel takes the
+"barriers", "issue_cycles", "latency_cycles", "busiest_simd_issue", "busiest_simd_cycles"}, the
+path of one wave from entry to s_endpgm on ordinary data (tools.gfx950.critical_path: the K
+loop runs the K tiles one program handles, less those peeled out of it; the quantizer's
+uniform branch takes its fast path, told by the .loc chains as above, its `if fast:` body
+against its `else`), and "launches_per_call". The busiest-SIMD issue is the path's
+instructions times the waves the busiest SIMD runs: the launch's workgroups dealt evenly over
+the 256 CUs, those that cannot be resident at once (occupancy) in rounds; its cycles, each
+round's cycle walk plus the issue of the round's other waves. Each row of a call carries the
+call's modelled time through the runner's harness under every member of tools.gfx950.model's
+family ("modelled_us_by_member"), their range ("modelled_range": low, high and the members at
+either end), the family's maximum, by which configs are chosen ("modelled_us"), and the
+(member, term) pairs whose value lies outside the calibration points' range
+("outside_calibration"). A GEMM that reduces split-K in the kernel takes the
 `arrived == SPLIT_K - 1` branch: "critical_path" is the last program's,
 "critical_path_other_programs" the others'. Code the walker cannot follow gives
 "critical_path_error" instead.
@@ -63,7 +68,8 @@ from launchers.configs import BENCHMARK_SHAPES, GEMM_CONFIGS, GemmConfig  # noqa
 from launchers.gemm import launch_specs      # noqa: E402
 from tools.gfx950 import model               # noqa: E402
 from tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files  # noqa: E402
-from tools.gfx950.critical_path import CUS, SIMDS_PER_CU, busiest_simd_waves, walk  # noqa: E402
+from tools.gfx950.critical_path import (CUS, SIMDS_PER_CU, busiest_simd_cycles,  # noqa: E402
+                                         busiest_simd_rounds, walk)
 from tools.gfx950.cross_compile import GFX950, ROOT, compile_for  # noqa: E402
 from tools.gfx950.hazards import asm_hazards  # noqa: E402
 from tools.gfx950.release_order import release_ordered  # noqa: E402
@@ -75,18 +81,6 @@ WAVE = 64
 CVT = "v_cvt_scalef32_pk_fp4_"   # the quantizer instruction: _f32 or _bf16 sources
 QUANTIZER_SOURCE = ROOT / "kernels" / "quantize.py"
 GEMM_SOURCE = ROOT / "kernels" / "preshuffle_gemm.py"
-# aiter's Triton gemm_a16wfp4_preshuffle (the same design: A quantized inside the GEMM,
-# preshuffled MXFP4 B) at the runner's aiter commit with aiter's own gfx950 configs, compiled
-# by Triton 3.6.0 and walked the way tools.gfx950.critical_path walks ours, per benchmark
-# shape: (global round trips per launch, LDS waits, barriers, busiest-SIMD issue).
-AITER_CRITICAL_PATH = {
-    (4, 2880, 512): ((2,), 11, 7, 2132),
-    (16, 2112, 7168): ((1, 2), 47, 12, 2658),
-    (32, 4096, 512): ((2,), 11, 7, 2132),
-    (32, 2880, 512): ((2,), 11, 7, 2132),
-    (64, 7168, 2048): ((8,), 48, 32, 6674),
-    (256, 3072, 1536): ((12,), 72, 48, 10340),
-}
 _SCALED_MFMA = re.compile(r"^v_mfma_scale_")
 
 
@@ -223,14 +217,18 @@ def per_k_tile(program, project: dict, config, k: int) -> dict:
                 mfma_replication=round(mfma_work * config.num_warps / k_tiles / needed, 2))
 
 
-def critical_paths(program, project: dict, k_tiles: int, waves_on_busiest_simd: int,
+def critical_paths(program, project: dict, k_tiles: int, rounds: list,
                    reduces_in_kernel: bool) -> dict:
-    """{"critical_path": {instructions, global_round_trips, lds_waits, barriers,
-    busiest_simd_issue}} of one wave on ordinary data (tools.gfx950.critical_path); a GEMM that
-    reduces split-K in the kernel: the last program's, and "critical_path_other_programs"."""
+    """{"critical_path": {instructions, global_round_trips, lds_waits, barriers, issue_cycles,
+    latency_cycles, busiest_simd_issue, busiest_simd_cycles}} of one wave on ordinary data
+    (tools.gfx950.critical_path; rounds: the waves the busiest SIMD runs in each round); a
+    GEMM that reduces split-K in the kernel: the last program's, and
+    "critical_path_other_programs"."""
     def figures(last_program):
         path = walk(program, branch_side(project, last_program), k_tiles)
-        return dict(path._asdict(), busiest_simd_issue=waves_on_busiest_simd * path.instructions)
+        return dict(path._asdict(), latency_cycles=list(path.latency_cycles),
+                    busiest_simd_issue=sum(rounds) * path.instructions,
+                    busiest_simd_cycles=list(busiest_simd_cycles(path, rounds)))
     found = dict(critical_path=figures(True))
     if reduces_in_kernel:
         found["critical_path_other_programs"] = figures(False)
@@ -277,10 +275,10 @@ def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
         row.update(per_k_tile(program, project, config, k))
     if reduces_in_kernel:
         row["release_ordered"] = release_ordered(amdgcn)
-    waves = busiest_simd_waves(workgroups, num_warps, row["occupancy"])
+    rounds = busiest_simd_rounds(workgroups, num_warps, row["occupancy"])
     try:
         row.update(critical_paths(program, project, k_tiles_per_program(config, k) if gemm else 1,
-                                  waves, reduces_in_kernel))
+                                  rounds, reduces_in_kernel))
     except ValueError as error:   # the walker cannot follow this code: reported, not guessed
         row["critical_path_error"] = str(error)
     if asm_dir is not None:
@@ -292,14 +290,14 @@ def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
 
 def call_rows(shape, config, quantizer: str, asm_dir=None, **extra) -> list:
     """The rows of one call of `config` on `shape` (its GEMM, then its reduce launch), each with
-    "launches_per_call", the call's "modelled_us" and `extra`."""
+    "launches_per_call", the call's modelled figures (modelled_figures) and `extra`."""
     m, n, k = shape
     specs = launch_specs(config, "hip", m, n, k, (k, 1), "meta", quantizer)
     rows = [dict(resource_row(shape, config, spec, quantizer, asm_dir),
                  launches_per_call=len(specs), **extra) for spec in specs]
-    modelled = modelled_us(rows)
+    figures = modelled_figures(rows)
     for row in rows:
-        row["modelled_us"] = modelled
+        row.update(figures)
     return rows
 
 
@@ -307,18 +305,29 @@ def model_call(rows) -> model.Call:
     """What tools.gfx950.model reads off the rows of one call; None where a row has no path."""
     if any("critical_path" not in row for row in rows):
         return None
-    return model.Call(tuple(rows[0]["shape"]),
-                      sum(row["critical_path"]["busiest_simd_issue"] for row in rows),
-                      len(rows), rows[0]["workgroups"])
+    paths = [row["critical_path"] for row in rows]
+    return model.Call(tuple(rows[0]["shape"]), sum(p["busiest_simd_issue"] for p in paths),
+                      len(rows), rows[0]["workgroups"],
+                      sum(p["global_round_trips"] for p in paths),
+                      tuple(map(sum, zip(*(p["busiest_simd_cycles"] for p in paths)))))
 
 
-def modelled_us(rows):
-    """The call's modelled µs through the runner's harness (None without a critical path)."""
+def modelled_figures(rows) -> dict:
+    """The call's modelled µs through the runner's harness: {"modelled_us" (the family's
+    maximum), "modelled_us_by_member", "modelled_range", "outside_calibration"}; modelled_us
+    None without a critical path."""
     call = model_call(rows)
     if call is None:
-        return None
-    data, fit = model.calibrated()
-    return round(fit.predict(call, data), 2)
+        return dict(modelled_us=None)
+    data, family = model.calibrated()
+    found = family.range(call, data)
+    return dict(modelled_us=round(found.high, 2),
+                modelled_us_by_member={name: round(us, 2)
+                                       for name, us in family.figures(call, data).items()},
+                modelled_range=dict(low=round(found.low, 2), high=round(found.high, 2),
+                                    low_member=found.low_member,
+                                    high_member=found.high_member),
+                outside_calibration=[list(pair) for pair in found.outside])
 
 
 def report(quantizer: str, asm_dir=None) -> list:
@@ -388,7 +397,8 @@ def format_table(rows) -> str:
 def per_call(rows) -> list:
     """The rows of one call of each config (its GEMM row and the reduce row after it) summed
     up: [{"shape", "config", "candidate" (None for the table), "launches", "global_round_trips"
-    (per launch), "lds_waits", "barriers", "busiest_simd_issue", "modelled_us", "others" (the
+    (per launch), "lds_waits", "barriers", "busiest_simd_issue", "modelled_us",
+    "modelled_us_by_member", "modelled_range", "outside_calibration", "others" (the
     other programs' (round trips, LDS waits, barriers) where split-K is reduced in the kernel,
     else None)}]. Rows whose critical path is missing (a compile error) leave their call out."""
     calls = []
@@ -411,6 +421,9 @@ def per_call(rows) -> list:
             barriers=sum(p["barriers"] for p in paths),
             busiest_simd_issue=sum(p["busiest_simd_issue"] for p in paths),
             modelled_us=call[0]["modelled_us"],
+            modelled_us_by_member=call[0]["modelled_us_by_member"],
+            modelled_range=call[0]["modelled_range"],
+            outside_calibration=call[0]["outside_calibration"],
             others=others and (others["global_round_trips"], others["lds_waits"],
                                others["barriers"])))
     return found
@@ -420,42 +433,72 @@ def _trips(per_launch) -> str:
     return str(per_launch[0]) if len(per_launch) == 1 else f"({'+'.join(map(str, per_launch))})"
 
 
-def aiter_modelled_us(shape, fit: model.Fit, data: dict) -> float:
-    trips, _, _, issue = AITER_CRITICAL_PATH[shape]
-    return fit.predict(model.Call(tuple(shape), issue, len(trips), 0), data)
+def _range_text(low: float, high: float) -> str:
+    return f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f}–{high:.2f}"
 
 
-def benchmark_summary(calls, fit: model.Fit, data: dict) -> dict:
-    """Per benchmark shape of the table's calls: {shape: (ours, aiter's, the best public
-    config's modelled µs, its id, its measured µs)}, and the geomeans under "geomean"."""
-    best = model.best_public(data)
+def _call_range(call: dict) -> str:
+    found = call["modelled_range"]
+    return _range_text(found["low"], found["high"])
+
+
+def benchmark_summary(calls) -> dict:
+    """Per benchmark shape of the table's calls: {shape: {"ours", "aiter", "public": {member:
+    modelled µs}, "point": the best public config's id, "measured": its µs}}, and under
+    "geomean" {"ours", "aiter", "public": {member: geomean}}. aiter's is its own config's point
+    (model.aiter_points), the best public config the fastest measured (model.best_public)."""
+    data, family = model.calibrated()
+    best, aiter = model.best_public(data), model.aiter_points(data)
     found = {}
     for call in calls:
         shape = call["shape"]
         if call["candidate"] not in (None, 0) or shape not in BENCHMARK_SHAPES or shape in found:
             continue
         point, public_call, measured = best[shape]
-        found[shape] = (call["modelled_us"], aiter_modelled_us(shape, fit, data),
-                        fit.predict(public_call, data), point, measured)
+        found[shape] = dict(ours=call["modelled_us_by_member"],
+                            aiter=family.figures(aiter[shape][1], data),
+                            public=family.figures(public_call, data), point=point,
+                            measured=measured)
     if set(found) == set(BENCHMARK_SHAPES):
-        found["geomean"] = tuple(model.geomean(found[s][i] for s in BENCHMARK_SHAPES)
-                                 for i in range(3))
+        found["geomean"] = {
+            side: {name: model.geomean(found[s][side][name] for s in BENCHMARK_SHAPES)
+                   for name in family.fits} for side in ("ours", "aiter", "public")}
     return found
+
+
+def _extremes(figures: dict) -> str:
+    return _range_text(min(figures.values()), max(figures.values()))
+
+
+def _aiter_path_text(point) -> str:
+    kernels = point["kernels"]
+    trips = [k["global_round_trips"] for k in kernels]
+    return (f"{len(kernels)}, {_trips(trips)} · {sum(k['lds_waits'] for k in kernels)} · "
+            f"{sum(k['barriers'] for k in kernels)}, "
+            f"{sum(k['busiest_simd_issue'] for k in kernels)}")
+
+
+def family_lines(family: model.Family) -> list:
+    """One line per member: its name and fit (model.Fit.describe)."""
+    return [f"  {name}: {fit.describe()}" for name, fit in family.fits.items()]
 
 
 def format_critical_paths(rows) -> str:
     """Per call: launches; global round trips · LDS waits · barriers of one program's critical
-    path; busiest-SIMD issue; modelled µs; aiter's figures beside the benchmark shapes. Then,
-    per benchmark shape, the modelled µs of ours, aiter's and the best public config's, and the
-    model with its held-out error."""
-    data, fit = model.calibrated()
+    path; busiest-SIMD issue; modelled µs as a range over the model family (the members at
+    either end named; "*" where a figure extrapolates past the calibration data); aiter's
+    figures beside the benchmark shapes. Then, per benchmark shape, the ranges of ours, aiter's
+    and the best public config's, the geomeans, and each member with its errors."""
+    data, family = model.calibrated()
+    aiter = model.aiter_points(data)
     calls = per_call(rows)
     lines = ["critical path of one program per call (tools.gfx950.critical_path): launches, "
              "global round trips · LDS waits · barriers (split-K reduced in the kernel: the last "
-             "program; the others in brackets), busiest-SIMD issue, modelled µs "
-             "(tools.gfx950.model); aiter's gemm_a16wfp4_preshuffle beside",
+             "program; the others in brackets), busiest-SIMD issue, modelled µs over the family "
+             "(tools.gfx950.model; low .. high member; * outside the calibration data); aiter's "
+             "gemm_a16wfp4_preshuffle with its own config beside",
              f"{'shape':<16} {'config':<40} {'launches':>8}  {'RT · LDS · barriers':<36} "
-             f"{'issue':>6} {'model µs':>8}   aiter"]
+             f"{'issue':>6} {'model µs':>12}  {'members (low .. high)':<38} aiter"]
     shown = set()
     for call in calls:
         candidate = "" if call["candidate"] is None else f"#{call['candidate']} "
@@ -463,51 +506,70 @@ def format_critical_paths(rows) -> str:
                 f"{call['barriers']}")
         if call["others"]:
             path += " (others {} · {} · {})".format(*call["others"])
-        aiter = None if call["shape"] in shown else AITER_CRITICAL_PATH.get(call["shape"])
+        found = call["modelled_range"]
+        members = f"{found['low_member']} .. {found['high_member']}"
+        aiter_text = ""
+        if call["shape"] in aiter and call["shape"] not in shown and \
+                call["shape"] in BENCHMARK_SHAPES:
+            point, aiter_call = aiter[call["shape"]]
+            aiter_text = (f"{_aiter_path_text(point)}, "
+                          f"{_extremes(family.figures(aiter_call, data))} µs")
         shown.add(call["shape"])
-        aiter_text = "" if aiter is None else (
-            f"{len(aiter[0])}, {_trips(aiter[0])} · {aiter[1]} · {aiter[2]}, {aiter[3]}, "
-            f"{aiter_modelled_us(call['shape'], fit, data):.2f} µs")
+        mark = "*" if call["outside_calibration"] else " "
         lines.append(f"{'x'.join(map(str, call['shape'])):<16} "
                      f"{candidate + GemmConfig(**call['config']).label:<40} "
                      f"{call['launches']:>8}  {path:<36} {call['busiest_simd_issue']:>6} "
-                     f"{call['modelled_us']:>8.2f}   {aiter_text}".rstrip())
-    summary = benchmark_summary(calls, fit, data)
+                     f"{_call_range(call):>11}{mark}  {members:<38} {aiter_text}".rstrip())
+    summary = benchmark_summary(calls)
     if summary:
-        lines += ["", f"modelled µs per call, benchmark shapes (± {fit.leave_one_point_out.rms:.2f}"
-                      f" held out by point, ± {fit.leave_one_shape_out.rms:.2f} by shape): ours "
-                      f"(the table's entry), aiter's, the best public config's (measured)",
-                  f"{'shape':<16} {'ours':>6} {'aiter':>6} {'best public':>11}  point (measured µs)"]
+        lines += ["", "modelled µs per call, benchmark shapes, as ranges over the family: ours "
+                      "(the table's entry), aiter's, the best public config's (measured); then "
+                      "ours against the best public config under each member",
+                  f"{'shape':<16} {'ours':>12} {'aiter':>12} {'best public':>12}  "
+                  f"point (measured µs)  ours - best public by member"]
         for shape, figures in summary.items():
             name = shape if shape == "geomean" else "x".join(map(str, shape))
-            text = f"{name:<16} {figures[0]:>6.2f} {figures[1]:>6.2f} {figures[2]:>11.2f}"
-            if shape != "geomean":
-                text += f"  {figures[3]} ({figures[4]:.2f})"
-            lines.append(text)
-    lines += ["", "model: " + fit.describe()]
+            text = (f"{name:<16} {_extremes(figures['ours']):>12} "
+                    f"{_extremes(figures['aiter']):>12} {_extremes(figures['public']):>12}")
+            margins = ", ".join(f"{figures['ours'][m] - figures['public'][m]:+.2f}"
+                                for m in family.fits)
+            text += (f"  {figures['point'] + ' (' + format(figures['measured'], '.2f') + ')':<19}"
+                     if shape != "geomean" else f"  {'':<19}")
+            lines.append(f"{text}  {margins}")
+    lines += ["", "the family (tools.gfx950.model), each member fitted on the public points; "
+                  "ours - best public is listed in this order:"] + family_lines(family)
     return "\n".join(lines)
 
 
 def per_call_markdown(rows) -> str:
     """The benchmark shapes' table entries as markdown, per call: launches, global round trips
-    · LDS waits · barriers, busiest-SIMD issue and modelled µs, beside aiter's kernel and the
-    best public config of the shape (modelled, and measured), the geomeans, and the model with
-    its held-out error. What README and docs/results.md show (`python -m tools.docs`)."""
-    data, fit = model.calibrated()
+    · LDS waits · barriers, busiest-SIMD issue and modelled µs as ranges over the model family,
+    beside aiter's kernel and the best public config of the shape (modelled, and measured),
+    the geomeans, and each member with its errors. What README and docs/results.md show
+    (`python -m tools.docs`)."""
+    data, family = model.calibrated()
     calls = per_call(rows)
-    summary = benchmark_summary(calls, fit, data)
+    summary = benchmark_summary(calls)
     lines = ["| shape | ours: config | launches, RT · LDS · barriers, issue | modelled µs: ours "
-             "| aiter | best public (measured) |", "|---|---|---|---|---|---|"]
+             "(low .. high member) | aiter | best public (measured) |",
+             "|---|---|---|---|---|---|"]
     for call in calls:
         if call["candidate"] is not None or call["shape"] not in BENCHMARK_SHAPES:
             continue
-        ours, aiter, public, point, measured = summary[call["shape"]]
+        figures = summary[call["shape"]]
+        found = call["modelled_range"]
         path = (f"{call['launches']}, {_trips(call['global_round_trips'])} · "
                 f"{call['lds_waits']} · {call['barriers']}, {call['busiest_simd_issue']:,}")
+        mark = " \\*" if call["outside_calibration"] else ""
         lines.append(f"| {'×'.join(map(str, call['shape']))} | "
-                     f"{GemmConfig(**call['config']).label} | {path} | **{ours:.2f}** | "
-                     f"{aiter:.2f} | {public:.2f} ({measured:.2f}) |")
+                     f"{GemmConfig(**call['config']).label} | {path} | "
+                     f"**{_call_range(call)}**{mark} ({found['low_member']} .. "
+                     f"{found['high_member']}) | {_extremes(figures['aiter'])} | "
+                     f"{_extremes(figures['public'])} ({figures['measured']:.2f}) |")
     if "geomean" in summary:
-        ours, aiter, public = summary["geomean"]
-        lines.append(f"| geomean | | | **{ours:.2f}** | {aiter:.2f} | {public:.2f} |")
-    return "\n".join(lines + ["", f"Model (`tools.gfx950.model`): {fit.describe()}."])
+        figures = summary["geomean"]
+        lines.append(f"| geomean | | | **{_extremes(figures['ours'])}** | "
+                     f"{_extremes(figures['aiter'])} | {_extremes(figures['public'])} |")
+    return "\n".join(lines + ["", "\\* a term outside the calibration points' range. The "
+                               "family (`tools.gfx950.model`):", ""]
+                      + [f"- {name}: {fit.describe()}." for name, fit in family.fits.items()])

@@ -1,7 +1,8 @@
 """The gfx950 config space of one shape, searched by modelled time (tools.gfx950.model).
 
 `search(shape, quantizer)` compiles whole calls (the GEMM and, for a two-launch split-K, its
-reduce) with Triton's HIP backend and ranks them by their modelled µs, in two stages:
+reduce) with Triton's HIP backend and ranks them by their modelled µs under the worst member
+of the model family (so the first is the minimax call), in two stages:
   1. tiles: BLOCK_M x BLOCK_N x BLOCK_K and the split-K count (one launch: the splits summed
      by the last program), with warps, stages, the B-load cache modifier and waves_per_eu at
      the values below;
@@ -12,8 +13,11 @@ reduce) with Triton's HIP backend and ranks them by their modelled µs, in two s
 A config is eligible when it compiles without spills or scratch, has no hazard, its in-kernel
 split-K reduce (if any) is release-ordered, and its quantizer's fast path spends at most
 MAX_FAST_PATH_INSTRUCTIONS per A element (short K tiles spread the quantizer's fixed costs
-over fewer elements); `ranked(rows)` orders the eligible calls. The space is data (the tuples below); the import-time candidates are picked from its
-best (launchers/candidates.py).
+over fewer elements); `ranked(calls)` orders the eligible calls, `members_best(calls)` gives
+each member's own best. The refinement goes around the REFINE_TOP calls of the ranking and
+around each member's best. The space is data (the tuples below); the table takes the minimax
+call, and the import-time candidates include each member's own best (launchers/candidates.py),
+so that the tuner on the chip decides among them.
 """
 
 import dataclasses
@@ -97,8 +101,21 @@ def eligible(rows) -> bool:
 
 
 def ranked(calls) -> list:
-    """The eligible calls (each a list of rows), fastest modelled first."""
+    """The eligible calls (each a list of rows), by their modelled µs under the worst member
+    of the model family (row "modelled_us"), fastest first: the first is the minimax call."""
     return sorted((rows for rows in calls if eligible(rows)), key=lambda r: r[0]["modelled_us"])
+
+
+def members_best(calls) -> dict:
+    """{member: the eligible call that member models fastest}, for each member of the family."""
+    best = {}
+    for rows in calls:
+        if not eligible(rows):
+            continue
+        for member, us in rows[0]["modelled_us_by_member"].items():
+            if member not in best or us < best[member][0]["modelled_us_by_member"][member]:
+                best[member] = rows
+    return best
 
 
 def _compile_call(job):
@@ -124,7 +141,7 @@ def search(shape, quantizer: str) -> list:
     seen = {GemmConfig(**rows[0]["config"]) for rows in calls}
     for round_ in range(REFINE_ROUNDS):
         refine = []
-        for rows in ranked(calls)[:REFINE_TOP]:
+        for rows in ranked(calls)[:REFINE_TOP] + list(members_best(calls).values()):
             for config in neighbours(GemmConfig(**rows[0]["config"]), shape[2]):
                 if config not in seen:
                     seen.add(config)
