@@ -267,6 +267,37 @@ def test_the_hardware_quantizers_fast_path_spends_at_most_8_instructions_per_ele
             < row["quantizer_instructions_per_element"], (quantizer, shape)
 
 
+def test_the_compiled_split_k_hand_over_holds_and_each_single_break_of_it_fails(isa_rows):
+    """The table's in-kernel split-K GEMMs, compiled: partials written through, each wave's
+    wait before the barrier, one counter atomic, system-scope partial loads, no whole-L2
+    writeback or invalidate. Their own code broken one piece at a time fails the check."""
+    from tools.gfx950.release_order import release_problems
+    _, rows, _ = isa_rows
+    in_kernel = [r for r in rows if "release_ordered" in r]
+    assert in_kernel
+    for row in in_kernel:
+        code = Path(row["asm"]).read_text()
+        assert row["release_ordered"] and release_problems(code) == []
+        assert "buffer_wbl2" not in code and "buffer_inv" not in code
+        counter = re.search(r"\t(?:buffer|global)_atomic_add [^\n]* sc0\n", code)
+        before, after = code[:counter.start()], code[counter.start():]
+        store = re.search(r"(\t(?:buffer|global)_store_\w+ [^\n]*?) sc0 sc1\n", before)
+        not_written_through = before[:store.start()] + store.group(1) + "\n" + \
+            before[store.end():] + after
+        wait = re.search(r"\ts_waitcnt vmcnt\(0\)\n", before[store.end():])
+        cut = store.end() + wait.start()
+        wait_after = (before[:cut] + before[cut + wait.end() - wait.start():]
+                      + after.replace("\n", "\n\ts_waitcnt vmcnt(0)\n", 1))
+        load = re.search(r"(\t(?:buffer|global)_load_\w+ [^\n]*?) sc0 sc1\n", after)
+        cached_load = before + after[:load.start()] + load.group(1) + " sc0 nt\n" + \
+            after[load.end():]
+        for broken, problem in ((not_written_through, "partial store not written through"),
+                                (wait_after, "no unconditional s_waitcnt"),
+                                (cached_load, "partial load after the counter")):
+            assert any(p.startswith(problem) for p in release_problems(broken)), \
+                (row["shape"], problem)
+
+
 def test_every_import_time_candidate_compiles_without_spills_and_splits_release_ordered(
         tmp_path):
     """tools.isa --candidates: each gfx950 candidate of the tuner (the table's entry first),
