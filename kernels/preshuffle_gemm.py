@@ -28,6 +28,9 @@ Options (constexpr, off by default): NUM_XCDS > 1 remaps program ids so that con
 logical programs run on one XCD (the hardware deals workgroups to XCDs round-robin and each
 XCD has its own L2); STORE_MODIFIER is the cache modifier of the C and partials stores
 (e.g. ".wt").
+A_ROWS: the rows of A each program loads and quantizes, BLOCK_M or, where M is smaller (one
+row of tiles), the power of two at or above M: its codes and scales are then repeated to
+BLOCK_M rows for the MFMA, so no program quantizes a row of A twice.
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). No load leaves its tensor: rows past
 M or N wrap onto valid rows (their results are masked at the store), and a ragged last K tile
 (EVEN_K False) is masked, its B scales replaced by 1.0 so that padding garbage cannot reach
@@ -71,6 +74,14 @@ def _xcd_remapped(pid, programs, NUM_XCDS: tl.constexpr):
 
 
 @triton.jit
+def _repeated_rows(x, TIMES: tl.constexpr):
+    """x [R, C] -> [TIMES * R, C], row i being x[i % R]."""
+    rows: tl.constexpr = x.shape[0]
+    columns: tl.constexpr = x.shape[1]
+    return tl.broadcast_to(x[None, :, :], (TIMES, rows, columns)).reshape(TIMES * rows, columns)
+
+
+@triton.jit
 def _unshuffle_weight_tile(b, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """[BN/16, (BK/2)*16] shuffled bytes -> [BN, BK/2], W[n, kb] (formats.shuffle_weight)."""
     b = b.reshape(BLOCK_N // 16, BLOCK_K // 64, 2, 16, 16).permute(0, 3, 1, 2, 4)
@@ -104,6 +115,7 @@ def preshuffle_gemm_kernel(
     QUANTIZER: tl.constexpr, QUANT_FAST_PATH: tl.constexpr, A_PREQUANTIZED: tl.constexpr,
     NUM_XCDS: tl.constexpr, STORE_MODIFIER: tl.constexpr,
     SPLIT_K_SYNC: tl.constexpr, THREADS: tl.constexpr, SCALES_FIRST: tl.constexpr,
+    A_ROWS: tl.constexpr,
 ):
     pid = tl.program_id(0)
     if NUM_XCDS > 1:
@@ -111,7 +123,7 @@ def preshuffle_gemm_kernel(
     pid_k = pid % SPLIT_K
     pid_m, pid_n = _tile_coordinates(pid // SPLIT_K, M, N, BLOCK_M, BLOCK_N, GROUP_M)
 
-    rows_a = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    rows_a = (pid_m * BLOCK_M + tl.arange(0, A_ROWS)) % M
     rows_b = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16)) % (N // 16)
     rows_bs = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)) % tl.cdiv(N, 32)
     A_K_PER_ITEM: tl.constexpr = 2 if A_PREQUANTIZED else 1   # K elements per loaded A item
@@ -159,8 +171,11 @@ def preshuffle_gemm_kernel(
                 a_scales = tl.load(as_ptrs, mask=(k0 // 32 + cols_as)[None, :] < K // 32,
                                    other=127)
         if not A_PREQUANTIZED:
-            a, a_scales = quantize_tile_mxfp4(a, BLOCK_M, BLOCK_K, QUANTIZER, QUANT_FAST_PATH,
+            a, a_scales = quantize_tile_mxfp4(a, A_ROWS, BLOCK_K, QUANTIZER, QUANT_FAST_PATH,
                                                THREADS)
+        if A_ROWS < BLOCK_M:
+            a = _repeated_rows(a, BLOCK_M // A_ROWS)
+            a_scales = _repeated_rows(a_scales, BLOCK_M // A_ROWS)
         acc = tl.dot_scaled(a, a_scales, "e2m1",
                             _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K).trans(1, 0),
                             _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)
@@ -221,6 +236,11 @@ def scales_view(b_scale_sh):
                                                     cols * formats.SCALE_TILE_ROWS)
 
 
+def a_rows(m: int, block_m: int) -> int:
+    """The kernel's A_ROWS: block_m, or the power of two at or above m where that is fewer."""
+    return min(block_m, triton.next_power_of_2(m))
+
+
 def gemm_tiles(m: int, n: int, block_m: int, block_n: int) -> int:
     return formats.cdiv(m, block_m) * formats.cdiv(n, block_n)
 
@@ -249,4 +269,4 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
             c.stride(0), m * n, n,
             block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
             k % split_size == 0, cache_modifier, quantizer, quant_fast_path, prequantized, num_xcds,
-            store_modifier, splitk_sync, threads, scales_first)
+            store_modifier, splitk_sync, threads, scales_first, a_rows(m, block_m))

@@ -6,12 +6,13 @@ which the tuner times first; fields left out take GemmConfig's defaults. They ar
 the quantizer of the launcher the ladder chose for the table's entry; QUANTIZER_CANDIDATES
 adds the table's entry with other quantizers (kernels.quantize.QUANTIZERS; on gfx950 the f32
 form of the conversion instruction beside its bf16 form). Each is proven before it is timed
-(launchers.tuner). gfx950: the next configs of other kinds in the modelled ranking of the
-config space (`python -m tools.isa --sweep`, tools.gfx950.model: other tiles, split or not,
-two waves per SIMD where the registers allow them), then the entry the table held before the
-model chose (the model cannot see latency that a second wave hides, nor bytes per CU); none
-spills, needs scratch or has a hazard under Triton 3.6.0, each in-kernel split-K reduce is
-release-ordered (`python -m tools.isa --arch gfx950 --candidates`). sm_90: the neighbours of
+(launchers.tuner). gfx950: each member's own best in the config space where it is not the
+table's minimax entry (`python -m tools.isa --sweep`, tools.gfx950.model's family: the tuner on
+the chip decides where the models disagree), then other kinds close behind (other tiles, split
+or not, two waves per SIMD where the registers allow them: no member sees latency that a
+second wave hides, nor bytes per CU); none spills, needs scratch or has a hazard under Triton
+3.6.0, each in-kernel split-K reduce is release-ordered (`python -m tools.isa --arch gfx950
+--candidates`). sm_90: the neighbours of
 the tools.tune winners, and a later tools.tune winner.
 """
 
@@ -19,35 +20,40 @@ QUANTIZER_CANDIDATES = {'hardware': ('hardware-f32',)}
 
 _K512_NARROW = {'block_m': 16, 'block_n': 32, 'cache_modifier': '.cg'}
 _K512_CANDIDATES = [
+    dict(_K512_NARROW, block_k=512, waves_per_eu=2),     # the issue member's best
+    dict(_K512_NARROW, block_k=512),                     # the round-trip member's best
     dict(_K512_NARROW, block_k=256, waves_per_eu=2),
     {'block_m': 32, 'block_n': 32, 'block_k': 256, 'split_k': 2, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},
     {'block_m': 16, 'block_n': 64, 'block_k': 512, 'cache_modifier': '.cg'},
     {'block_m': 16, 'block_n': 64, 'block_k': 256, 'split_k': 2, 'split_k_reduce': 'last_program', 'num_warps': 2, 'cache_modifier': '.cg'},
-    {'block_m': 32, 'block_n': 256, 'block_k': 512, 'num_warps': 8, 'waves_per_eu': 2},
 ]
 _SPLIT_K14 = {'block_m': 16, 'block_n': 128, 'split_k': 14, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'}
 
 CANDIDATES = {
     'gfx950': {
         (4, 2880, 512): [
+            dict(_K512_NARROW, block_k=512, num_warps=2, waves_per_eu=2),   # the issue and round-trip members' best
+            dict(_K512_NARROW, block_k=512, waves_per_eu=2),                # the entry before the family
+            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'cache_modifier': '.cg'},
             {'block_m': 16, 'block_n': 32, 'block_k': 256, 'split_k': 2, 'split_k_reduce': 'last_program', 'num_warps': 2},
             {'block_m': 16, 'block_n': 64, 'block_k': 512, 'cache_modifier': '.cg'},
-            dict(_K512_NARROW, block_k=256),
-            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'cache_modifier': '.cg'},
-            {'block_m': 32, 'block_n': 256, 'block_k': 512, 'num_warps': 8, 'waves_per_eu': 2},
         ],
         (16, 2112, 7168): [
+            dict(_SPLIT_K14, block_k=512, waves_per_eu=1),       # the latency members' best
+            dict(_SPLIT_K14, block_k=512),                       # the issue member's best
             dict(_SPLIT_K14, block_k=256),
             {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 7, 'split_k_reduce': 'last_program', 'num_stages': 2},
             {'block_m': 16, 'block_n': 64, 'block_k': 1024, 'split_k': 7, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},
-            dict(_SPLIT_K14, block_k=512),
             {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 14, 'cache_modifier': '.cg', 'waves_per_eu': 1},
         ],
         (32, 4096, 512): _K512_CANDIDATES,
         (32, 2880, 512): _K512_CANDIDATES,
         (64, 7168, 2048): [
+            # the issue member's best
+            {'block_m': 16, 'block_n': 256, 'block_k': 512, 'split_k': 2, 'split_k_reduce': 'last_program', 'num_stages': 2, 'cache_modifier': '.cg', 'waves_per_eu': 1, 'b_scales_first': False},
+            # the round-trip member's best
+            {'block_m': 16, 'block_n': 128, 'block_k': 1024, 'num_stages': 2, 'cache_modifier': '.cg', 'waves_per_eu': 1, 'b_scales_first': False},
             {'block_m': 16, 'block_n': 256, 'block_k': 512, 'split_k': 2, 'split_k_reduce': 'last_program', 'num_stages': 2, 'cache_modifier': '.cg', 'waves_per_eu': 2, 'b_scales_first': False},
-            {'block_m': 16, 'block_n': 128, 'block_k': 1024, 'num_stages': 2, 'cache_modifier': '.cg', 'waves_per_eu': 1},
             {'block_m': 32, 'block_n': 128, 'block_k': 512, 'split_k': 2, 'split_k_reduce': 'last_program', 'num_stages': 2, 'cache_modifier': '.cg', 'b_scales_first': False},
             {'block_m': 16, 'block_n': 128, 'block_k': 1024, 'cache_modifier': '.cg', 'waves_per_eu': 1},
         ],

@@ -432,7 +432,7 @@ print(json.dumps(dict(
     sides={str(flag): [isa.branch_side(project, flag)(i) for i in program.instructions]
            for flag in (True, False)},
     body=[i.mnemonic for i in program.instructions[head:last + 1]],
-    per_tile=isa.per_k_tile(program, project, GemmConfig(16, 32, 256, num_warps=4), 1024),
+    per_tile=isa.per_k_tile(program, project, GemmConfig(16, 32, 256, num_warps=4), 16, 1024),
     paths=isa.critical_paths(program, project, 4, [2], reduces_in_kernel=True))))
 """
 

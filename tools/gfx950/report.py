@@ -19,7 +19,8 @@ GEMM rows also give, per K tile (the K-loop body where there is a K loop, "k_loo
 whole kernel divided by the K tiles each program handles), "k_tile_instructions" (the static
 instructions one wave runs per K tile) and:
 - "quantizer_instructions_per_element": the static instructions of the in-register quantizer
-  per A element each lane holds (BLOCK_M*BLOCK_K / (64*num_warps)). An instruction is the
+  per A element each lane holds (A_ROWS*BLOCK_K / (64*num_warps); A_ROWS: the rows of A a
+  program quantizes, BLOCK_M or fewer where M is smaller). An instruction is the
   quantizer's when the innermost frame of its inlining chain that lies in the project (not in
   Triton's own library, e.g. standard.py for tl.max) is kernels/quantize.py. The chain is the
   comment LLVM writes after each .loc directive ("f.py:L:C @[ caller.py:L:C @[ ... ] ]"); its
@@ -65,6 +66,7 @@ import triton                                # noqa: E402
 
 from kernels import formats                  # noqa: E402
 from launchers.configs import BENCHMARK_SHAPES, GEMM_CONFIGS, GemmConfig  # noqa: E402
+from kernels.preshuffle_gemm import a_rows  # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
 from tools.gfx950 import model               # noqa: E402
 from tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files  # noqa: E402
@@ -191,12 +193,13 @@ def k_tiles_per_program(config, k: int) -> int:
     return formats.cdiv(config.splits_for(k)[1], config.block_k)
 
 
-def per_k_tile(program, project: dict, config, k: int) -> dict:
-    """Quantizer instructions per A element per lane, and MFMA replication, per K tile."""
+def per_k_tile(program, project: dict, config, m: int, k: int) -> dict:
+    """Quantizer instructions per A element per lane (the rows a program quantizes:
+    kernels.preshuffle_gemm.a_rows), and MFMA replication, per K tile."""
     loop = k_loop(program)
     body = program.instructions if loop is None else program.instructions[loop[0]:loop[1] + 1]
     k_tiles = 1 if loop is not None else k_tiles_per_program(config, k)
-    elements_per_lane = config.block_m * config.block_k / (WAVE * config.num_warps)
+    elements_per_lane = a_rows(m, config.block_m) * config.block_k / (WAVE * config.num_warps)
     slow_lines = slow_path_lines()
     quantizer = fast = mfma_work = 0
     for instruction in body:
@@ -272,7 +275,7 @@ def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
     reduces_in_kernel = (gemm and config.splits_for(k)[0] > 1
                          and config.split_k_reduce == "last_program")
     if gemm:
-        row.update(per_k_tile(program, project, config, k))
+        row.update(per_k_tile(program, project, config, m, k))
     if reduces_in_kernel:
         row["release_ordered"] = release_ordered(amdgcn)
     rounds = busiest_simd_rounds(workgroups, num_warps, row["occupancy"])

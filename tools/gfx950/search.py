@@ -4,8 +4,8 @@
 reduce) with Triton's HIP backend and ranks them by their modelled µs under the worst member
 of the model family (so the first is the minimax call), in two stages:
   1. tiles: BLOCK_M x BLOCK_N x BLOCK_K and the split-K count (one launch: the splits summed
-     by the last program), with warps, stages, the B-load cache modifier and waves_per_eu at
-     the values below;
+     by the last program), with warps (_default_warps), stages, the B-load cache modifier and
+     waves_per_eu at the values below;
   2. around each of the REFINE_TOP best: one field changed at a time (warps, stages,
      waves_per_eu, a second launch for the split-K sum, the cache modifier, the XCD remap,
      the order of the B-scale load); repeated REFINE_ROUNDS times around the best so far, so
@@ -26,6 +26,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 from kernels import formats
+from kernels.preshuffle_gemm import a_rows
 from launchers.configs import GemmConfig
 from tools.gfx950.critical_path import CUS
 from tools.gfx950.report import call_rows
@@ -45,8 +46,16 @@ WORKERS = 2
 MAX_FAST_PATH_INSTRUCTIONS = {"hardware": 8.0, "hardware-f32": 9.0}   # per A element
 
 
-def _default_warps(block_m: int, block_n: int) -> int:
-    return 8 if block_m * block_n >= 32 * 256 else 4
+MIN_A_ELEMENTS_PER_LANE = 16   # fewer: the quantizer's fixed costs pass the fast-path bar
+
+
+def _default_warps(block_m: int, block_n: int, rows: int, block_k: int) -> int:
+    """8 warps for large tiles, else 4; halved while each lane would quantize fewer than
+    MIN_A_ELEMENTS_PER_LANE elements of the `rows` of A a program quantizes."""
+    warps = 8 if block_m * block_n >= 32 * 256 else 4
+    while warps > 1 and rows * block_k < MIN_A_ELEMENTS_PER_LANE * 64 * warps:
+        warps //= 2
+    return warps
 
 
 def tile_configs(shape) -> list:
@@ -63,7 +72,7 @@ def tile_configs(shape) -> list:
                 for split in SPLITS:
                     reduce = "last_program" if split > 1 else "kernel"
                     config = GemmConfig(bm, bn, bk, split_k=split, split_k_reduce=reduce,
-                                        num_warps=_default_warps(bm, bn),
+                                        num_warps=_default_warps(bm, bn, a_rows(m, bm), bk),
                                         cache_modifier=".cg")
                     splits, size = config.splits_for(k)
                     tiles = formats.cdiv(m, bm) * formats.cdiv(n, bn)
