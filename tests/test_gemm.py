@@ -544,3 +544,15 @@ def test_every_call_gets_fresh_outputs(recording_launcher):
     assert out.data_ptr() != second[2].data_ptr() and partials.data_ptr() != second[1].data_ptr()
     assert first[6] is out                            # no in-kernel reduce: no counters
     assert first[1] is a and launcher.gemm_arguments(a, b, s, a_scales=s)[0][1] is s
+
+
+@pytest.mark.parametrize("m, block_m, rows", [(1, 16, 1), (3, 16, 4), (4, 16, 4), (8, 32, 8),
+                                              (16, 16, 16), (17, 16, 16), (300, 64, 64)])
+def test_a_program_quantizes_only_the_rows_of_a_there_are(m, block_m, rows):
+    """A_ROWS: block_m, or the power of two at or above M where that is fewer (the codes are
+    repeated to block_m rows for the MFMA, and rows past M are masked at the store)."""
+    from kernels.preshuffle_gemm import a_rows
+    assert a_rows(m, block_m) == rows
+    spec, = gemm_module.launch_specs(GemmConfig(block_m, 64, 256), "hip", m, 64, 512, (512, 1),
+                                     "meta")
+    assert spec.sample_args[spec.kernel.arg_names.index("A_ROWS")] == rows
