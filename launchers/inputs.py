@@ -60,16 +60,20 @@ def gemm_problem(a, b_shuffle, b_scale_sh):
     _require_tensor("B_shuffle", b_shuffle, 2, _FP4_DTYPES)
     _require_tensor("B_scale_sh", b_scale_sh, 2, _E8M0_DTYPES)
     m, k = a.shape
-    n = b_shuffle.shape[0]
+    n, weight_k = b_shuffle.shape[0], 2 * b_shuffle.shape[1]
+    if k != weight_k and a.shape[0] == weight_k:
+        raise ValueError(f"A: shape {tuple(a.shape)} is [K, M] (B_shuffle holds K={weight_k}): "
+                         f"A must be [M, K]; a K-major A is the view a.t() of its [K, M] "
+                         f"tensor, which is read through its strides as it is")
+    if k != weight_k:
+        raise ValueError(f"A, B_shuffle: A of shape {tuple(a.shape)} has K={k}, B_shuffle of "
+                         f"shape {tuple(b_shuffle.shape)} holds K={weight_k} (K/2 bytes a row)")
     if k % K_MULTIPLE:
         raise ValueError(f"A: K must be a multiple of {K_MULTIPLE}, got A of shape "
                          f"{tuple(a.shape)}")
     if n % formats.WEIGHT_TILE_N:
         raise ValueError(f"B_shuffle: N must be a multiple of {formats.WEIGHT_TILE_N} for the "
                          f"(16, 16) shuffle, got N={n}")
-    if tuple(b_shuffle.shape) != (n, k // 2):
-        raise ValueError(f"B_shuffle: expected shape ({n}, {k // 2}) for K={k}, "
-                         f"got {tuple(b_shuffle.shape)}")
     _require_contiguous("B_shuffle", b_shuffle)
     want_scales = formats.scales_padded_shape(n, k)
     if tuple(b_scale_sh.shape) != want_scales:

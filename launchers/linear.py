@@ -44,6 +44,9 @@ class MXFP4Linear(torch.nn.Module):
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear) -> "MXFP4Linear":
         """The layer of a bf16 nn.Linear (in_features % 64 == 0, out_features % 16 == 0)."""
+        if not isinstance(linear, torch.nn.Linear):
+            raise TypeError(f"MXFP4Linear.from_linear: expected a torch.nn.Linear, got "
+                            f"{type(linear).__module__}.{type(linear).__qualname__}")
         weight = linear.weight.detach()
         if weight.dtype != torch.bfloat16:
             raise TypeError(f"MXFP4Linear.from_linear: expected a bfloat16 weight, got "

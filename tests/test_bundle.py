@@ -14,6 +14,7 @@ import torch
 from kernels import formats
 from launchers.configs import config_for
 from submission import custom_kernel
+from tools import bundle as bundle_module
 from tools.bundle import BundleError, build_bundle, check_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -274,3 +275,35 @@ def test_an_import_cycle_is_refused(tmp_path):
         "kernels/fake_c.py": "import kernels.fake_a\n"})
     with pytest.raises(BundleError, match="import cycle through kernels.fake_a"):
         bundle_module.module_order(tmp_path)
+
+
+def test_git_tracked_files_are_told_from_the_rest(tmp_path):
+    assert bundle_module.tracked_by_git(bundle_module.ROOT / "submission.py")
+    assert bundle_module.tracked_by_git(bundle_module.ROOT / "kernels" / "quantize.py")
+    assert not bundle_module.tracked_by_git(bundle_module.ROOT / "dist" / "submission.py")
+    assert not bundle_module.tracked_by_git(tmp_path / "submission.py")
+
+
+@pytest.mark.parametrize("word, refused", [
+    ("dist/submission.py", None),
+    ("submission.py", "submission.py is a file of the repository"),
+    ("launchers/configs.py", "launchers/configs.py is a file of the repository"),
+    ("docs", "docs is a directory; name a file"),
+])
+def test_the_output_is_neither_a_tracked_file_nor_a_folder(word, refused, monkeypatch):
+    import argparse
+    monkeypatch.chdir(bundle_module.ROOT)
+    if refused is None:
+        assert bundle_module.bundle_output(word) == word
+    else:
+        with pytest.raises(argparse.ArgumentTypeError, match=refused):
+            bundle_module.bundle_output(word)
+
+
+def test_the_header_names_only_the_problems_leaderboard_and_gpu():
+    parser = bundle_module.build_parser()
+    args = parser.parse_args([])
+    assert (args.leaderboard, args.gpu) == ("amd-mxfp4-mm", "MI355X")
+    actions = {a.dest: a for a in parser._actions}
+    assert list(actions["leaderboard"].choices) == ["amd-mxfp4-mm"]
+    assert list(actions["gpu"].choices) == ["MI355X"]

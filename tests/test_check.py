@@ -15,7 +15,6 @@ def test_small_shape_passes_with_its_seed_and_the_next_ones(capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--seeds", "0"], "tools.check: --seeds: expected at least 1, got 0"),
     (["--shapes", "64,512,1000"], "tools.check: shape 64,512,1000: K must be a multiple of 64"),
     (["--shapes", "8,250,512"], "tools.check: shape 8,250,512: N must be a multiple of 16"),
     (["--shapes", "4,64,256,7,1"], "tools.check: --shapes: expected one of tests, benchmarks, "
@@ -25,6 +24,15 @@ def test_usage_errors_are_one_line_and_exit_2(argv, message, capsys):
     assert check.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(message) and err.count("\n") == 1
+
+
+def test_a_seed_count_below_1_is_refused_where_it_is_parsed(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        check.main(["--seeds", "0"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == ("tools.check: argument --seeds: expected an integer of "
+                                       "at least 1, got '0'\n")
+    assert check.build_parser().parse_args(["--seeds", "1"]).seeds == 1
 
 
 def test_task_shapes_default_to_the_runners_seeds(monkeypatch, capsys):

@@ -56,6 +56,29 @@ def test_an_empty_section_is_filled_and_a_marker_without_its_end_is_an_error():
         docs.regenerate(broken, lambda name: "x")
 
 
+@pytest.fixture
+def stale_tree(tmp_path, monkeypatch):
+    """A tree of one README whose option list of tools.check is stale."""
+    readme = tmp_path / "README.md"
+    readme.write_text("\n".join(["# x", *_section("options:tools.check", ["- `--old`"]), ""]))
+    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    monkeypatch.setattr(docs, "documents", lambda: [readme])
+    return readme
+
+
+def test_check_names_a_stale_section_and_leaves_the_file_as_it_was(stale_tree, capsys):
+    before = stale_tree.read_bytes()
+    assert docs.main(["--check"]) == docs.STALE_EXIT_CODE
+    assert stale_tree.read_bytes() == before
+    assert "README.md: options:tools.check" in capsys.readouterr().err
+
+
+def test_without_check_a_stale_section_is_rewritten(stale_tree):
+    assert docs.main([]) == 0
+    assert docs.options_markdown("tools.check") in stale_tree.read_text()
+    assert docs.main(["--check"]) == 0
+
+
 def test_an_unknown_section_name_is_an_error():
     with pytest.raises(UsageError, match="no generator for a section named 'bogus'"):
         docs.Generators()("bogus")

@@ -500,12 +500,39 @@ def test_geomean_refuses_zero_and_negative_values():
 ])
 def test_check_standalone_refuses_absolute_imports_of_the_project(tmp_path, source, refused):
     path = tmp_path / "submission.py"
-    path.write_text(source)
+    path.write_text(source + "def custom_kernel(data):\n    return data\n")
     if refused is None:
         evaluate.check_standalone(path)
     else:
         with pytest.raises(evaluate.UsageError, match=rf"imports the project's packages "
                                                       rf"\({refused}\)"):
+            evaluate.check_standalone(path)
+
+
+@pytest.mark.parametrize("source, defines", [
+    ("def custom_kernel(data):\n    return data\n", True),
+    ("async def custom_kernel(data):\n    return data\n", True),
+    ("class custom_kernel:\n    pass\n", True),
+    ("custom_kernel = print\n", True),
+    ("custom_kernel: object = print\n", True),
+    ("kernel, custom_kernel = print, print\n", True),
+    ("[kernel, *custom_kernel] = print, print\n", True),
+    ("from os.path import join as custom_kernel\n", True),
+    ("import custom_kernel\n", True),
+    ("def kernel(data):\n    return data\n", False),
+    ("def f():\n    def custom_kernel(data):\n        pass\n", False),
+    ("from os.path import custom_kernel as join\n", False),
+    ("custom_kernel.x = 1\n", False),
+    ("custom_kernel[0] = 1\n", False),
+])
+def test_check_standalone_refuses_a_file_without_a_top_level_custom_kernel(tmp_path, source,
+                                                                           defines):
+    path = tmp_path / "entry.py"
+    path.write_text(source)
+    if defines:
+        evaluate.check_standalone(path)
+    else:
+        with pytest.raises(evaluate.UsageError, match="defines no custom_kernel at its top level"):
             evaluate.check_standalone(path)
 
 

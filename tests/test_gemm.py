@@ -157,6 +157,24 @@ def test_last_program_reduce_over_repeated_calls_with_fresh_inputs(device):
         assert_correct(data, out)
 
 
+def test_an_in_kernel_reduce_counts_on_one_counter_row_call_after_call(device):
+    """Held to one counter row, every call must find it zeroed by the call before: a row its
+    last program did not reset would never see a tile's last split again, and C would never be
+    written (on a GPU from the call after each row's first)."""
+    m, n, k = 4, 64, 512
+    config = GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program")
+    launcher = None
+    for seed in range(3):
+        data = reference.generate_input(m, n, k, seed=70 + seed, device=device)
+        if launcher is None:
+            launcher, out = run_config(config, data)
+            launcher.counter_rows = launcher.counter_rows[:1]
+        else:
+            out = launcher(data[0], data[3], data[4])
+        assert_correct(data, out)
+        assert not launcher.counter_rows[0].any()
+
+
 @pytest.mark.parametrize("config, repeats", [
     (GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program"), SPLIT_K_REPEATS),
     (GemmConfig(16, 64, 256, split_k=2), 0),                             # a reduce launch

@@ -1,5 +1,7 @@
-"""tools.gfx950.hazards on hand-written gfx950 assembly whose answers are known, and on one
-compiled kernel whose quantizer asm lacks a wait state."""
+"""tools.gfx950.hazards on hand-written gfx950 assembly whose answers are known, on one
+compiled kernel whose quantizer asm lacks a wait state, and on the conversion asm followed
+straight away by a reader of its last result: which readers LLVM pads, and that the check
+flags the one it does not."""
 
 import os
 import subprocess
@@ -220,3 +222,63 @@ def test_the_quantizer_without_the_s_nop_before_its_readfirstlane_is_flagged(tmp
     assert [(h["hazard"], h["wait_states"]) for h in found
             if h["next_instruction"].startswith("v_readfirstlane")] == [
         ("VALU VGPR write, readlane", 0)], found
+
+
+CONVERSION_PROBE = '''
+import sys, torch, triton, triton.language as tl
+from tools.gfx950.cross_compile import compile_for
+from kernels.quantize import CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_WORDS
+
+@triton.jit
+def probe(pairs_ptr, out_ptr, READER: tl.constexpr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    p0 = tl.load(pairs_ptr + offs).to(tl.uint32, bitcast=True)
+    p1 = tl.load(pairs_ptr + N + offs).to(tl.uint32, bitcast=True)
+    p2 = tl.load(pairs_ptr + 2 * N + offs).to(tl.uint32, bitcast=True)
+    p3 = tl.load(pairs_ptr + 3 * N + offs).to(tl.uint32, bitcast=True)
+    scale = tl.load(pairs_ptr + 4 * N + offs).to(tl.uint32, bitcast=True)
+    words = tl.inline_asm_elementwise(CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS,
+                                      [p0, p1, p2, p3, scale], dtype=tl.uint32, is_pure=True,
+                                      pack=CVT_WORDS)
+    if READER == "valu":
+        words = words ^ 0x5A5A5A5A
+    tl.store(out_ptr + offs, words.to(tl.int32, bitcast=True))
+
+pairs = torch.empty(5 * 512, dtype=torch.int32, device="meta")
+out = torch.empty(512, dtype=torch.int32, device="meta")
+print(compile_for(probe, (pairs, out, sys.argv[1], 512), dict(num_warps=4)).asm["amdgcn"])
+'''
+
+
+def _after_the_conversion_asm(reader, tmp_path):
+    """(the first instruction after the conversion asm, asm_hazards) of the probe compiled by
+    Triton 3.6.0 for gfx950 with `reader` ("valu" or "store") reading both words next."""
+    from tools.gfx950.cross_compile import RUNNER_TRITON, side_triton
+    (tmp_path / "conversion_probe.py").write_text(CONVERSION_PROBE)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT),
+                                         str(tmp_path)])
+    done = subprocess.run([sys.executable, "-m", "conversion_probe", reader], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [line.strip() for line in done.stdout.split("\n")]
+    after = lines[lines.index(";;#ASMEND") + 1:]
+    following = next(line for line in after
+                     if line and not line.startswith((".", ";")) and not line.endswith(":"))
+    return following, asm_hazards(done.stdout)
+
+
+def test_llvm_pads_a_valu_reading_the_conversion_asms_result_next(tmp_path):
+    """Why the conversion asm needs no trailing s_nop before a VALU: LLVM takes the asm for a
+    producer of the forwarding hazard and puts its own s_nop 0 there."""
+    following, hazards = _after_the_conversion_asm("valu", tmp_path)
+    assert following == "s_nop 0" and hazards == []
+
+
+def test_a_store_reading_the_conversion_asms_result_next_is_flagged(tmp_path):
+    """LLVM leaves a memory instruction reading the asm's last result next unpadded; the check
+    of every compiled kernel reports it."""
+    following, hazards = _after_the_conversion_asm("store", tmp_path)
+    assert following.startswith("buffer_store_dwordx2")
+    assert [(h["hazard"], h["wait_states"], h["next_instruction"]) for h in hazards] == [
+        ("conversion forwarding", 0, following)]

@@ -245,7 +245,7 @@ def test_the_asm_template_puts_input_group_j_into_byte_j_of_its_own_word(templat
     words = CVT_WORDS.value
     assert constraints.split(",") == ["=&v"] * words + ["v"] * words * (4 * n + 1)
     written = []
-    for line in _lines(text)[:-1]:
+    for line in _lines(text):
         match = _CONVERSION.fullmatch(line)
         assert match, line
         word = int(match.group(2))
@@ -261,11 +261,10 @@ def test_the_asm_template_puts_input_group_j_into_byte_j_of_its_own_word(templat
 @pytest.mark.parametrize("template", TEMPLATES)
 def test_no_conversion_result_is_touched_by_the_next_instruction(template):
     """gfx950 does not forward a conversion's result to the very next instruction (and a
-    byte write reads the other bytes of its word): the instruction after each conversion,
-    inside the template or after it, must not name its destination. The template ends with
-    s_nop 0, so whatever the compiler puts after the asm comes at least one instruction late."""
+    byte write reads the other bytes of its word): the instruction after each conversion
+    inside the template must not name its destination (after the asm, LLVM pads a reader:
+    tests/test_gfx950_hazards.py)."""
     lines = _lines(template[0])
-    assert lines[-1] == "s_nop 0"
     for line, following in zip(lines, lines[1:]):
         if line.startswith("v_cvt_scalef32"):
             destination = int(_CONVERSION.fullmatch(line).group(2))
@@ -274,6 +273,6 @@ def test_no_conversion_result_is_touched_by_the_next_instruction(template):
 
 def test_the_hazard_check_can_fail():
     chained = "v_cvt_scalef32_pk_fp4_bf16 $0, $2, $10\n\tv_cvt_scalef32_pk_fp4_bf16 $0, $4, $10 " \
-              "op_sel:[0,0,1,0]\n\ts_nop 0"
+              "op_sel:[0,0,1,0]"
     with pytest.raises(AssertionError):
         test_no_conversion_result_is_touched_by_the_next_instruction((chained, "", 1))

@@ -41,13 +41,31 @@ def test_bad_a(data, bad_a, message):
 
 
 def test_k_not_a_multiple_of_64(data):
-    with pytest.raises(ValueError, match="K must be a multiple of 64"):
+    a, b = data[0][:, :224], data[3][:, :112].contiguous()
+    with pytest.raises(ValueError, match="A: K must be a multiple of 64"):
+        custom_kernel(replaced(replaced(data, 0, a), 3, b))
+
+
+def test_a_and_b_shuffle_of_different_k_are_named_together(data):
+    with pytest.raises(ValueError, match=r"A, B_shuffle: A of shape \(4, 256\) has K=256, "
+                                         r"B_shuffle of shape \(64, 64\) holds K=128"):
+        custom_kernel(replaced(data, 3, data[3][:, :64].contiguous()))
+    with pytest.raises(ValueError, match=r"A of shape \(4, 224\) has K=224"):
         custom_kernel(replaced(data, 0, data[0][:, :224]))
 
 
-def test_b_shuffle_that_does_not_fit_k(data):
-    with pytest.raises(ValueError, match=r"B_shuffle: expected shape \(64, 128\)"):
-        custom_kernel(replaced(data, 3, data[3][:, :64].contiguous()))
+def test_a_given_transposed_is_told_to_pass_a_strided_view(data):
+    """A [K, M] (a.t() of the right A) is neither a K problem nor B_shuffle's."""
+    with pytest.raises(ValueError, match=r"A: shape \(256, 4\) is \[K, M\] .*the view a.t\(\)"):
+        custom_kernel(replaced(data, 0, data[0].t()))
+
+
+def test_a_k_major_view_is_taken(data, device):
+    """The strided view that message asks for: A [M, K] with strides (1, M)."""
+    k_major = data[0].t().contiguous().t()
+    assert k_major.stride() == (1, 4)
+    ok, message = reference.check_implementation(data, custom_kernel(replaced(data, 0, k_major)))
+    assert ok, message
 
 
 def test_n_the_layout_cannot_take(data):
@@ -148,8 +166,8 @@ def test_n_boundary(n, ok):
 
 
 @pytest.mark.parametrize("index, shape, message", [
-    (1, (64, 64), r"B_shuffle: expected shape \(64, 128\)"),
-    (1, (64, 130), r"B_shuffle: expected shape \(64, 128\)"),
+    (1, (64, 64), r"A, B_shuffle: A of shape \(4, 256\) has K=256, .* holds K=128"),
+    (1, (64, 130), r"A, B_shuffle: A of shape \(4, 256\) has K=256, .* holds K=260"),
     (2, (256, 16), r"B_scale_sh: expected shape \(256, 8\)"),
     (2, (255, 8), r"B_scale_sh: expected shape \(256, 8\)"),
     (2, (64, 8), r"B_scale_sh: expected shape \(256, 8\)")])

@@ -83,6 +83,8 @@ def test_the_constructor_takes_the_ops_operands(device):
      "expected a bfloat16 weight, got torch.float32"),
     (lambda: MXFP4Linear.from_linear(torch.nn.Linear(128, 40, dtype=torch.bfloat16)),
      "N % 16 == 0"),
+    (lambda: MXFP4Linear.from_linear(torch.nn.Conv2d(3, 16, 3, dtype=torch.bfloat16)),
+     "expected a torch.nn.Linear, got torch.nn.modules.conv.Conv2d"),
     (lambda: MXFP4Linear.from_mxfp4(torch.zeros(32, 64, dtype=torch.uint8),
                                     torch.zeros(32, 2, dtype=torch.uint8)),
      r"expected scales of shape \(32, 4\)"),

@@ -34,9 +34,15 @@ def test_main_without_a_gpu_exits_2(capsys):
     assert "needs a GPU" in capsys.readouterr().err
 
 
-def test_negative_counts_are_a_usage_error(capsys):
-    assert soak.main(["--calls", "-1"]) == 2
-    assert capsys.readouterr().err.startswith("tools.soak: --random-shapes, --calls and")
+@pytest.mark.parametrize("option", ["--random-shapes", "--calls", "--iterations"])
+def test_negative_counts_are_a_usage_error(option, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        soak.main([option, "-1"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (f"tools.soak: argument {option}: expected an integer of "
+                                       f"at least 0, got '-1'\n")
+    assert getattr(soak.build_parser().parse_args([option, "0"]),
+                   option[2:].replace("-", "_")) == 0
 
 
 def test_every_option_has_help(capsys):

@@ -35,7 +35,7 @@ import torch
 import triton
 
 from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_variable,
-                       parse_shapes, usage_error)
+                       clear_bytes, output_file, parse_shapes, positive_int, usage_error)
 from tools.evaluate import _num, geomean
 from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
 
@@ -290,16 +290,16 @@ def build_parser():
     parser = ArgumentParser("tools.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
                         help=f"{SHAPES_HELP}; default benchmarks")
-    parser.add_argument("--calls", type=int, default=DEFAULT_CALLS,
+    parser.add_argument("--calls", type=positive_int, default=DEFAULT_CALLS,
                         help=f"timed calls per variant and shape (default {DEFAULT_CALLS})")
-    parser.add_argument("--clear-bytes", type=int, default=DEFAULT_CLEAR_BYTES,
+    parser.add_argument("--clear-bytes", type=clear_bytes, default=DEFAULT_CLEAR_BYTES,
                         help=f"cache-clear buffer before each timed call "
                              f"(default {DEFAULT_CLEAR_BYTES})")
-    parser.add_argument("--host-calls", type=int, default=DEFAULT_HOST_CALLS,
+    parser.add_argument("--host-calls", type=positive_int, default=DEFAULT_HOST_CALLS,
                         help=f"calls per host-time figure (default {DEFAULT_HOST_CALLS})")
-    parser.add_argument("--json", metavar="FILE",
+    parser.add_argument("--json", metavar="FILE", type=output_file,
                         help="write the rows, the geomeans and the run's facts here")
-    parser.add_argument("--png", metavar="FILE",
+    parser.add_argument("--png", metavar="FILE", type=output_file,
                         help="write a grouped bar chart here (needs matplotlib)")
     return parser
 
@@ -308,10 +308,6 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         specs = parse_shapes(args.shapes)
-        if args.calls < 1 or args.host_calls < 1:
-            raise UsageError("--calls and --host-calls must be at least 1")
-        if args.clear_bytes < 4:
-            raise UsageError("--clear-bytes must be at least 4")
         if args.png:
             require_matplotlib()
         check_fault_variable()

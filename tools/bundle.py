@@ -15,6 +15,7 @@ The same tree always gives the same bytes. dist/ is not committed: build it befo
 
 import ast
 import hashlib
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,6 +25,10 @@ ALLOWED_IMPORTS = {"torch", "triton", "task"}
 OPTIONAL_IMPORTS = {"aiter"}    # on the runner's machine; allowed only inside try/except
 MAX_BYTES = 1_000_000         # the runner refuses a larger file
 MODULE_MARKER = "# ---- "      # the bundle's line before each module's code
+# The problem's leaderboard and the GPU it runs on (gpu-mode/reference-kernels
+# problems/amd_202602.yaml): the only names the #!POPCORN header can usefully carry.
+LEADERBOARD = "amd-mxfp4-mm"
+GPUS = ("MI355X",)
 FORBIDDEN = "str" + "eam"   # the runner rejects files containing it; this tool is not submitted
 
 
@@ -134,7 +139,7 @@ def module_order(root: Path) -> list:
     return order
 
 
-def build_bundle(root: Path = ROOT, leaderboard="amd-mxfp4-mm", gpu="MI355X") -> str:
+def build_bundle(root: Path = ROOT, leaderboard=LEADERBOARD, gpu=GPUS[0]) -> str:
     root = Path(root)
     external, from_imports, bodies, owners = [], {}, [], {}
     for name in module_order(root):
@@ -222,15 +227,39 @@ def check_bundle(text: str) -> None:
                                   f": imports {module}")
 
 
+def tracked_by_git(path: Path, root: Path = ROOT) -> bool:
+    """Whether git tracks `path` in the repository at `root` (False where there is none)."""
+    try:
+        relative = path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    found = subprocess.run(["git", "-C", str(root), "ls-files", "--error-unmatch", "--",
+                            str(relative)], capture_output=True)
+    return found.returncode == 0
+
+
+def bundle_output(word: str) -> str:
+    """argparse type of -o: a file that can be written and that git does not track (the
+    project's own submission.py, say, is never overwritten)."""
+    import argparse
+    from tools.cli import output_file
+    output_file(word, make_folders=True)
+    if tracked_by_git(Path(word)):
+        raise argparse.ArgumentTypeError(f"{word} is a file of the repository; write the "
+                                         f"bundle elsewhere (default dist/submission.py)")
+    return word
+
+
 def build_parser():
     from tools.cli import ArgumentParser
     parser = ArgumentParser("tools.bundle", description=__doc__.splitlines()[0])
-    parser.add_argument("-o", "--output", default="dist/submission.py",
+    parser.add_argument("-o", "--output", default="dist/submission.py", type=bundle_output,
                         help="where to write the one-file submission (default dist/submission.py)")
-    parser.add_argument("--leaderboard", default="amd-mxfp4-mm",
-                        help="the leaderboard named in the #!POPCORN header (default amd-mxfp4-mm)")
-    parser.add_argument("--gpu", default="MI355X",
-                        help="the GPU named in the #!POPCORN header (default MI355X)")
+    parser.add_argument("--leaderboard", default=LEADERBOARD, choices=[LEADERBOARD],
+                        help=f"the leaderboard named in the #!POPCORN header (default "
+                             f"{LEADERBOARD})")
+    parser.add_argument("--gpu", default=GPUS[0], choices=GPUS,
+                        help=f"the GPU named in the #!POPCORN header (default {GPUS[0]})")
     return parser
 
 

@@ -23,14 +23,15 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from tools.cli import (LEADERBOARD_SEED_STEP, SHAPES_HELP, ArgumentParser,  # noqa: E402
-                       UsageError, check_fault_variable, parse_shapes, usage_error)
+                       UsageError, check_fault_variable, parse_shapes, positive_int,
+                       usage_error)
 
 
 def build_parser():
     parser = ArgumentParser("tools.check", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["tests"], metavar="SHAPES",
                         help=f"{SHAPES_HELP}, or M,N,K,seed; default tests")
-    parser.add_argument("--seeds", type=int, default=1, help="seeds per shape (default 1)")
+    parser.add_argument("--seeds", type=positive_int, default=1, help="seeds per shape (default 1)")
     return parser
 
 
@@ -38,8 +39,6 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         specs = parse_shapes(args.shapes)
-        if args.seeds < 1:
-            raise UsageError(f"--seeds: expected at least 1, got {args.seeds}")
         check_fault_variable()
     except UsageError as error:
         return usage_error("tools.check", error)

@@ -16,6 +16,7 @@ import argparse
 import os
 import re
 import sys
+from pathlib import Path
 
 SHAPE_SETS = ("tests", "benchmarks", "all")
 SHAPES_HELP = "tests, benchmarks, all or M,N,K (several allowed)"
@@ -41,6 +42,70 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(USAGE_EXIT_CODE, f"{self.name}: {message}\n")
+
+
+def _number(word: str, kind, least, above: bool = False):
+    """word as kind (int or float), at least `least` (above it with above=True); else an
+    argparse error naming what was expected."""
+    noun = "an integer" if kind is int else "a number"
+    bound = f"above {least}" if above else f"of at least {least}"
+    try:
+        value = kind(word)
+    except ValueError:
+        value = None
+    if value is None or not value >= least or (above and value == least):
+        raise argparse.ArgumentTypeError(f"expected {noun} {bound}, got {word!r}")
+    return value
+
+
+def positive_int(word: str) -> int:
+    return _number(word, int, 1)
+
+
+def non_negative_int(word: str) -> int:
+    return _number(word, int, 0)
+
+
+def positive_float(word: str) -> float:
+    return _number(word, float, 0, above=True)
+
+
+def clear_bytes(word: str) -> int:
+    """argparse type of --clear-bytes: the cache-clear buffer holds at least one fp32."""
+    return _number(word, int, 4)
+
+
+def _writable_folder(folder: Path, word: str) -> None:
+    """folder, or its nearest existing parent where it is still to be made, must be a folder
+    this process may write in."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise argparse.ArgumentTypeError(f"{word}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{word}: {existing} is not writable")
+
+
+def output_file(word: str, make_folders: bool = False) -> str:
+    """argparse type of a file a tool writes, checked before the tool's work starts: not a
+    directory, in a writable folder (with make_folders, one the tool may still make)."""
+    path = Path(word)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{word} is a directory; name a file")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{word} is not writable")
+    folder = path.parent
+    if not make_folders and not folder.is_dir():
+        raise argparse.ArgumentTypeError(f"{word}: {folder} is not a directory")
+    _writable_folder(folder, word)
+    return word
+
+
+def output_folder(word: str) -> str:
+    """argparse type of a folder a tool writes files into (made if missing)."""
+    _writable_folder(Path(word), word)
+    return word
 
 
 def usage_error(prog: str, error) -> int:
@@ -72,8 +137,8 @@ def check_shape(m: int, n: int, k: int) -> None:
                          f"(the weight's (16, 16) shuffle)")
 
 
-def shape_cases(words, with_seed: bool = False) -> list:
-    """--shapes words -> [(m, n, k, seed or None)], every shape checked."""
+def shape_cases(words, with_seed: bool = False, option: str = "--shapes") -> list:
+    """--shapes words (given to `option`) -> [(m, n, k, seed or None)], every shape checked."""
     from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
     named = {"tests": TEST_SHAPES, "benchmarks": BENCHMARK_SHAPES, "all": TASK_SHAPES}
     sizes = (3, 4) if with_seed else (3,)
@@ -88,7 +153,7 @@ def shape_cases(words, with_seed: bool = False) -> list:
             values = []
         if len(values) not in sizes:
             forms = "M,N,K or M,N,K,seed" if with_seed else "M,N,K"
-            raise UsageError(f"--shapes: expected one of {', '.join(SHAPE_SETS)} or {forms}; "
+            raise UsageError(f"{option}: expected one of {', '.join(SHAPE_SETS)} or {forms}; "
                              f"got {word!r}")
         check_shape(*values[:3])
         cases.append(tuple(values[:3]) + (values[3] if len(values) == 4 else None,))
@@ -116,6 +181,6 @@ def parse_shapes(words) -> list:
     return assign_seeds(shape_cases(words, with_seed=True))
 
 
-def parse_plain_shapes(words) -> list:
+def parse_plain_shapes(words, option: str = "--shapes") -> list:
     """--shapes words -> [(m, n, k)], for tools that choose their own seeds."""
-    return [case[:3] for case in shape_cases(words)]
+    return [case[:3] for case in shape_cases(words, option=option)]

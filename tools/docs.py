@@ -86,6 +86,10 @@ class Generators:
             return fast_path_range(self.gfx950_rows())
         if kind == "fast-path-per-shape" and not argument:
             return fast_path_markdown(self.gfx950_rows())
+        if kind == "proof-lines" and not argument:
+            return proof_lines()
+        if kind == "registers" and argument == "gfx950":
+            return registers_markdown(self.gfx950_rows())
         if kind == "critical-path" and not argument:
             from tools.gfx950.report import per_call_markdown
             return per_call_markdown(self.gfx950_rows())
@@ -143,6 +147,53 @@ def fast_path_markdown(rows) -> str:
                      f"{row['quantizer_instructions_per_element']} | "
                      f"{row['fast_path_instructions_per_element']} |")
     return "\n".join(lines)
+
+
+def registers_markdown(rows) -> str:
+    """Per kernel of the gfx950 table (hardware quantizer): its registers and what they allow."""
+    from launchers.configs import GemmConfig
+    lines = ["| shape | kernel | config | VGPRs | AGPRs | SGPRs | waves/SIMD | LDS bytes | "
+             "scratch, spills | workgroups |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        spills = row["scratch_bytes"] + row["vgpr_spills"] + row["sgpr_spills"]
+        lines.append(f"| {_shape(row['shape'])} | {row['kernel']} | "
+                     f"{GemmConfig(**row['config']).label} | {row['vgprs']} | {row['agprs']} | "
+                     f"{row['sgprs']} | {row['waves_per_simd']} | {row['lds_bytes']:,} | "
+                     f"{'none' if not spills else spills} | {row['workgroups']} |")
+    return "\n".join(lines)
+
+
+PROOF_SHAPE = (16, 2112, 7168)
+
+
+def proof_lines() -> str:
+    """What launchers.ladder prints on stderr for PROOF_SHAPE under MXFP4_MM_FAULT=wrong: its
+    rungs (rungs_for's names) stand in for the kernels with the reference's output, the first
+    corrupted by the fault as a miscompile would be; proven on the CPU in seconds."""
+    import contextlib
+    import io
+    from kernels import formats
+    from launchers import ladder
+    from launchers.proof import reference_output
+    m, n, k = PROOF_SHAPE
+
+    def exact(a, b_shuffle, b_scale_sh, direct=False):
+        scales = formats.e8m0_unshuffle(b_scale_sh, n, k // formats.MX_BLOCK)
+        return reference_output(a, formats.unshuffle_weight(b_shuffle), scales)
+    rungs = [ladder.Rung(rung.name, lambda: exact)
+             for rung in ladder.rungs_for("gfx950", "hip", m, n, k, (k, 1), "cpu")]
+    before = os.environ.get(ladder.FAULT_VARIABLE)
+    os.environ[ladder.FAULT_VARIABLE] = f"wrong:{m},{n},{k}"
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed):
+            ladder.proven_launcher("gfx950", "hip", m, n, k, (k, 1), "cpu", rungs)
+    finally:
+        if before is None:
+            del os.environ[ladder.FAULT_VARIABLE]
+        else:
+            os.environ[ladder.FAULT_VARIABLE] = before
+    return "```\n" + printed.getvalue().rstrip("\n") + "\n```"
 
 
 def config_table_markdown(arch: str) -> str:

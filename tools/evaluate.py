@@ -1,4 +1,4 @@
-"""Run a submission the way the popcorn runner's eval.py does: test, benchmark, leaderboard, profile.
+"""Run a submission the way the popcorn runner's eval.py does (test, benchmark, leaderboard, profile), or a ranked submission's whole run (ranked).
 
     python -m tools.evaluate MODE [--submission FILE] [--shapes tests|benchmarks|all|M,N,K[,seed] ...
                                   | --shapes-file FILE] [--json FILE] [--plot FILE.png]
@@ -69,7 +69,8 @@ import traceback
 from pathlib import Path
 
 from tools.cli import (LEADERBOARD_SEED_STEP, ArgumentParser, UsageError, assign_seeds,
-                       check_fault_variable, parse_shapes, usage_error)
+                       check_fault_variable, clear_bytes, non_negative_int, output_file, parse_shapes,
+                       positive_float, usage_error)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("test", "benchmark", "leaderboard", "profile", "ranked")
@@ -452,10 +453,36 @@ def require_matplotlib():
                          "(pip install matplotlib, or pip install -e '.[plot]')")
 
 
+def _bound_names(target) -> set:
+    """The names an assignment target binds (an attribute or an item binds none)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*map(_bound_names, target.elts))
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    return set()
+
+
+def _top_level_names(tree: ast.Module) -> set:
+    """The names a module binds at its top level: defs, classes, assignments, imports."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(*map(_bound_names, targets))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
+
+
 def check_standalone(submission) -> None:
-    """The file must parse (a syntax error is one line here, not a traceback in the child).
-    A file outside the project root runs alone, as on the runner: refuse one that imports
-    the project's packages (the unbundled submission.py), saying what to run instead."""
+    """The file must parse (a syntax error is one line here, not a traceback in the child) and
+    define custom_kernel at its top level. A file outside the project root runs alone, as on
+    the runner: refuse one that imports the project's packages (the unbundled submission.py),
+    saying what to run instead."""
     from tools.bundle import PROJECT_PACKAGES
     path = Path(submission).resolve()
     try:
@@ -463,6 +490,9 @@ def check_standalone(submission) -> None:
     except SyntaxError as error:
         raise UsageError(f"--submission: {submission} does not parse: line {error.lineno}: "
                          f"{error.msg}") from None
+    if "custom_kernel" not in _top_level_names(tree):
+        raise UsageError(f"--submission: {submission} defines no custom_kernel at its top "
+                         f"level (the runner calls custom_kernel(data))")
     if path.parent == ROOT:
         return
     imported = set()
@@ -530,16 +560,16 @@ def build_parser():
                        help="tests, benchmarks, all, M,N,K or M,N,K,seed (several allowed)")
     group.add_argument("--shapes-file", metavar="FILE",
                        help="the runner's format: `m: 8; n: 2112; k: 7168; seed: 124` a line")
-    parser.add_argument("--json", metavar="FILE",
+    parser.add_argument("--json", metavar="FILE", type=output_file,
                         help="write the rows and the geomean to this file")
-    parser.add_argument("--plot", metavar="FILE",
+    parser.add_argument("--plot", metavar="FILE", type=output_file,
                         help="write a PNG bar chart of the timings (needs matplotlib)")
-    parser.add_argument("--clear-bytes", type=int, default=DEFAULT_CLEAR_BYTES,
+    parser.add_argument("--clear-bytes", type=clear_bytes, default=DEFAULT_CLEAR_BYTES,
                         help=f"cache-clear buffer per timed call (default {DEFAULT_CLEAR_BYTES})")
-    parser.add_argument("--max-wall", type=float, default=DEFAULT_MAX_WALL_S,
+    parser.add_argument("--max-wall", type=positive_float, default=DEFAULT_MAX_WALL_S,
                         help=f"seconds of timed loop per shape before stopping "
                              f"(default {DEFAULT_MAX_WALL_S:g})")
-    parser.add_argument("--max-calls", type=int, default=0,
+    parser.add_argument("--max-calls", type=non_negative_int, default=0,
                         help=f"timed calls per shape at most (default: {MAX_CALLS['benchmark']} "
                              f"benchmark, {MAX_CALLS['leaderboard']} leaderboard)")
     return parser
@@ -699,8 +729,6 @@ def main(argv=None):
         if not Path(args.submission).is_file():
             raise UsageError(f"--submission: no such file {args.submission}")
         check_standalone(args.submission)
-        if args.clear_bytes < 4:
-            raise UsageError("--clear-bytes must be at least 4")
         check_fault_variable()
     except UsageError as error:
         return usage_error("tools.evaluate", error)

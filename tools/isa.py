@@ -48,11 +48,11 @@ from kernels import formats                  # noqa: E402
 from kernels.quantize import QUANTIZERS      # noqa: E402
 from launchers.configs import GEMM_CONFIGS, GemmConfig  # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
-from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, parse_plain_shapes,  # noqa: E402
-                       usage_error)
+from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, output_file,  # noqa: E402
+                       output_folder, parse_plain_shapes, usage_error)
 from tools.gfx950 import report as gfx950   # noqa: E402
 from tools.gfx950.cross_compile import (ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
-                                        compile_for, run_with_triton)
+                                        SideInstallError, compile_for, run_with_triton)
 
 _PTX_INSTRUCTION = re.compile(r"^\s+(?:@!?%p\d+\s+)?([a-z][\w.]*)", re.MULTILINE)
 H200_SCHEDULERS = 132 * 4
@@ -194,8 +194,9 @@ def build_parser():
                         help="the target: gfx950 (MI355X) or sm_90 (H100/H200; default gfx950)")
     parser.add_argument("--quantizer", choices=QUANTIZERS, default="hardware",
                         help="the gfx950 in-register quantizer (default hardware)")
-    parser.add_argument("--json", metavar="FILE", help="write the rows as a JSON list to this file")
-    parser.add_argument("--asm-dir", metavar="DIR",
+    parser.add_argument("--json", metavar="FILE", type=output_file,
+                        help="write the rows as a JSON list to this file")
+    parser.add_argument("--asm-dir", metavar="DIR", type=output_folder,
                         help="write each gfx950 row's assembly into DIR (the row's \"asm\")")
     parser.add_argument("--sweep", nargs="+", metavar="SHAPES",
                         help="search these shapes' config space by modelled time instead "
@@ -210,7 +211,7 @@ def build_parser():
     parser.add_argument("--compare-tritons", type=_versions, metavar="V1,V2,...",
                         help="compile the gfx950 table with each release and both quantizers "
                              "and print a markdown table of them side by side")
-    parser.add_argument("--markdown", metavar="FILE",
+    parser.add_argument("--markdown", metavar="FILE", type=output_file,
                         help="with --compare-tritons: also write the markdown table to FILE")
     return parser
 
@@ -220,13 +221,16 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        sweep_shapes = parse_plain_shapes(args.sweep) if args.sweep else None
+        sweep_shapes = parse_plain_shapes(args.sweep, "--sweep") if args.sweep else None
     except UsageError as error:
         return usage_error("tools.isa", error)
     if args.compare_tritons:
         if args.arch != "gfx950" or args.sweep or args.candidates or args.json or args.asm_dir:
             parser.error("--compare-tritons takes only --arch gfx950 and --markdown")
-        table = compare_tritons(args.compare_tritons)
+        try:
+            table = compare_tritons(args.compare_tritons)
+        except SideInstallError as error:
+            return usage_error("tools.isa", f"--compare-tritons: {error}")
         print(table)
         if args.markdown:
             Path(args.markdown).write_text(table + "\n")
@@ -244,7 +248,10 @@ def main(argv=None):
             print(f"tools.isa: the side install of Triton {args.triton} did not load "
                   f"(this process has {triton.__version__} at {triton.__file__})", file=sys.stderr)
             return 1
-        return run_with_triton(args.triton, ["tools.isa", *argv])
+        try:
+            return run_with_triton(args.triton, ["tools.isa", *argv])
+        except SideInstallError as error:
+            return usage_error("tools.isa", f"--triton: {error}")
     if args.arch == "sm_90":
         rows = [sm90_row(shape, config) for shape, config in GEMM_CONFIGS["sm_90"].items()]
         print(format_sm90_table(rows))

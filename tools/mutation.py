@@ -23,6 +23,7 @@ survivor's diff, and the path of the equivalents file. Not part of CI (tens of m
 
 import concurrent.futures
 import fnmatch
+import importlib.util
 import json
 import os
 import random
@@ -273,20 +274,29 @@ def summarize(results: dict, kernel_results: dict, equivalents: dict, wall_s: fl
     return lines, {name: _score(tally) for name, tally in tallies.items()}
 
 
+def git_checkout(word: str) -> Path:
+    """argparse type of --root: a folder holding a git checkout."""
+    import argparse
+    root = Path(word).resolve()
+    if not (root / ".git").exists():
+        raise argparse.ArgumentTypeError(f"{root} is not a git checkout")
+    return root
+
+
 def build_parser():
-    from tools.cli import ArgumentParser
+    from tools.cli import ArgumentParser, non_negative_int, positive_float, positive_int
     parser = ArgumentParser("tools.mutation", description=__doc__.split("\n")[0])
-    parser.add_argument("--root", type=Path, default=ROOT,
+    parser.add_argument("--root", type=git_checkout, default=ROOT,
                         help="the tree to test (default this checkout); its mutmut config, kernel "
                              "mutants and equivalents are this checkout's")
-    parser.add_argument("--workers", type=int, default=2,
+    parser.add_argument("--workers", type=positive_int, default=2,
                         help="mutants run at once, mutmut's and the kernels' (default 2)")
     parser.add_argument("--only", default="",
                         help="mutmut mutant-name glob, e.g. 'launchers.tuner.*' (skips the kernels)")
-    parser.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
+    parser.add_argument("--sample", type=non_negative_int, default=DEFAULT_SAMPLE,
                         help=f"run a fixed random sample of this many mutmut mutants (default "
                              f"{DEFAULT_SAMPLE}; 0: all of them, about 4,700, hours on 2 cores)")
-    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+    parser.add_argument("--budget-s", type=positive_float, default=DEFAULT_BUDGET_S,
                         help=f"stop after this many seconds in all, keeping what ran (default "
                              f"{DEFAULT_BUDGET_S:.0f}; the mutants left, the slowest mutmut ones "
                              f"among them, are reported not run)")
@@ -298,12 +308,8 @@ def build_parser():
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     root = args.root.resolve()
-    if not (root / ".git").exists():
-        fail(f"--root {root} is not a git checkout")
-    if args.sample < 0:
-        fail(f"--sample must be >= 0, got {args.sample}")
-    if args.workers < 1:
-        fail(f"--workers must be >= 1, got {args.workers}")
+    if importlib.util.find_spec("mutmut") is None:
+        fail("mutmut is not installed here: pip install -e \".[mutation]\" (docs/testing.md)")
     work = Path(tempfile.mkdtemp(prefix="mxfp4-mutation-"))
     log_path = work / "log.txt"
     started = time.monotonic()

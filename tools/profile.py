@@ -110,12 +110,12 @@ def run_child(shape_words: list) -> int:
 
 
 def build_parser():
-    from tools.cli import SHAPES_HELP, ArgumentParser
+    from tools.cli import SHAPES_HELP, ArgumentParser, output_file
     parser = ArgumentParser("tools.profile", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
                         help=f"{SHAPES_HELP}; default benchmarks")
     parser.add_argument("--ncu", default=None, help="ncu executable (default: from PATH)")
-    parser.add_argument("--csv", default=None, metavar="FILE", help="also write ncu's raw CSV here")
+    parser.add_argument("--csv", default=None, metavar="FILE", type=output_file, help="also write ncu's raw CSV here")
     return parser
 
 

@@ -19,7 +19,8 @@ import time
 
 import torch
 
-from tools.cli import ArgumentParser, UsageError, check_fault_variable, usage_error
+from tools.cli import (ArgumentParser, UsageError, check_fault_variable, non_negative_int,
+                       usage_error)
 
 
 def random_shapes(count, rng):
@@ -70,13 +71,13 @@ def memory_stays_flat(m, n, k, calls, custom_kernel, cached_launcher_count) -> b
 
 def build_parser():
     parser = ArgumentParser("tools.soak", description=__doc__.splitlines()[0])
-    parser.add_argument("--random-shapes", type=int, default=50, metavar="COUNT",
+    parser.add_argument("--random-shapes", type=non_negative_int, default=50, metavar="COUNT",
                         help="how many random shapes to check against the reference "
                              "(M up to 4096, N and K multiples of 64 up to 8192; default 50)")
-    parser.add_argument("--calls", type=int, default=10000,
+    parser.add_argument("--calls", type=non_negative_int, default=10000,
                         help="calls with fresh inputs per memory test, on the first two "
                              "benchmark shapes (default 10000)")
-    parser.add_argument("--iterations", type=int, default=100,
+    parser.add_argument("--iterations", type=non_negative_int, default=100,
                         help="leaderboard-style calls per benchmark shape, fresh inputs and "
                              "a check each (default 100)")
     parser.add_argument("--seed", type=int, default=0,
@@ -87,8 +88,6 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
-        if min(args.random_shapes, args.calls, args.iterations) < 0:
-            raise UsageError("--random-shapes, --calls and --iterations must not be negative")
         check_fault_variable()
     except UsageError as error:
         return usage_error("tools.soak", error)

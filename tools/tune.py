@@ -253,21 +253,22 @@ def write_winners(arch: str, winners: dict, path: Path = TABLE_PATH):
 
 
 def build_parser():
-    from tools.cli import SHAPES_HELP, ArgumentParser
+    from tools.cli import (SHAPES_HELP, ArgumentParser, clear_bytes, output_file,
+                           positive_float, positive_int)
     parser = ArgumentParser("tools.tune", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
                         help=f"{SHAPES_HELP}; default benchmarks")
-    parser.add_argument("--budget-s", type=float, default=480.0,
+    parser.add_argument("--budget-s", type=positive_float, default=480.0,
                         help="total wall time in seconds, shared by the shapes (default 480)")
-    parser.add_argument("--calls", type=int, default=30,
+    parser.add_argument("--calls", type=positive_int, default=30,
                         help="timed calls per candidate (default 30)")
-    parser.add_argument("--clear-bytes", type=int, default=None,
+    parser.add_argument("--clear-bytes", type=clear_bytes, default=None,
                         help="cache-clear buffer before each timed call "
                              "(default: tools.timing's)")
-    parser.add_argument("--state", default="tune-state.json",
+    parser.add_argument("--state", default="tune-state.json", type=output_file,
                         help="results file; an interrupted run resumes from it "
                              "(default tune-state.json)")
-    parser.add_argument("--workers", type=int, default=8,
+    parser.add_argument("--workers", type=positive_int, default=8,
                         help="compile processes (default 8)")
     parser.add_argument("--write", action="store_true",
                         help="write the winners into launchers/config_table.py for this arch")
@@ -297,7 +298,7 @@ def main(argv=None):
     state = State(Path(args.state))
     started = time.time()
     winners, lines = {}, []
-    with ProcessPoolExecutor(max_workers=max(1, args.workers), mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=get_context("spawn")) as pool:
         for index, shape in enumerate(args.shape_list):
             share = (args.budget_s - (time.time() - started)) / (len(args.shape_list) - index)
             progress = f"[{arch} {'x'.join(map(str, shape))} {index + 1}/{len(args.shape_list)}]"

@@ -68,18 +68,43 @@ def compile_for(kernel, args, options, target=GFX950):
     return triton.compile(source, target=target, options=options)
 
 
+class SideInstallError(Exception):
+    """A Triton release pip cannot install, in one line."""
+
+
+def _pip(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", *args, "--disable-pip-version-check"],
+                          capture_output=True, text=True)
+
+
+def index_releases() -> list:
+    """The Triton releases the package index lists; [] where pip cannot list them."""
+    for line in _pip("index", "versions", "triton").stdout.splitlines():
+        if line.startswith("Available versions:"):
+            return [word.strip() for word in line.partition(":")[2].split(",")]
+    return []
+
+
 def side_triton(version: str) -> Path:
-    """ROOT/.triton/<version>, installed from the package index first if it is missing."""
+    """ROOT/.triton/<version>, installed from the package index first if it is missing; a
+    release the index does not list is a SideInstallError before anything is printed."""
     folder = SIDE_TRITONS / version
     if (folder / "triton").is_dir():
         return folder
+    releases = index_releases()
+    if releases and version not in releases:
+        raise SideInstallError(f"triton {version} is not on the package index (it has "
+                               f"{', '.join(releases)})")
     print(f"tools.gfx950.cross_compile: installing triton=={version} into {folder} (pip --no-deps, about 640 MiB; once)",
           file=sys.stderr, flush=True)
     partial = SIDE_TRITONS / f".partial-{version}-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
-                    "--disable-pip-version-check", "--no-deps", "--target", str(partial),
-                    f"triton=={version}"], check=True)
+    done = _pip("install", "--quiet", "--no-deps", "--target", str(partial), f"triton=={version}")
+    if done.returncode:
+        shutil.rmtree(partial, ignore_errors=True)
+        errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
+        raise SideInstallError(f"pip could not install triton=={version}: "
+                               f"{(errors or [f'exit code {done.returncode}'])[-1]}")
     try:
         partial.rename(folder)        # atomic: a concurrent installer's folder wins
     except OSError:

@@ -54,27 +54,24 @@ either end), the family's maximum, by which configs are chosen ("modelled_us"), 
 """
 
 import ast
-import os
 import re
 import sys
 from collections import Counter
 from pathlib import Path
 
-os.environ.pop("TRITON_INTERPRET", None)   # compiling needs the real JIT functions
+import triton
 
-import triton                                # noqa: E402
-
-from kernels import formats                  # noqa: E402
-from launchers.configs import BENCHMARK_SHAPES, GEMM_CONFIGS, GemmConfig  # noqa: E402
-from kernels.preshuffle_gemm import a_rows  # noqa: E402
-from launchers.gemm import launch_specs      # noqa: E402
-from tools.gfx950 import model               # noqa: E402
-from tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files  # noqa: E402
-from tools.gfx950.critical_path import (CUS, SIMDS_PER_CU, busiest_simd_cycles,  # noqa: E402
+from kernels import formats
+from kernels.preshuffle_gemm import a_rows
+from launchers.configs import BENCHMARK_SHAPES, GEMM_CONFIGS, GemmConfig
+from launchers.gemm import launch_specs
+from tools.gfx950 import model
+from tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files
+from tools.gfx950.critical_path import (CUS, SIMDS_PER_CU, busiest_simd_cycles,
                                          busiest_simd_rounds, walk)
-from tools.gfx950.cross_compile import GFX950, ROOT, compile_for  # noqa: E402
-from tools.gfx950.hazards import asm_hazards  # noqa: E402
-from tools.gfx950.release_order import release_ordered  # noqa: E402
+from tools.gfx950.cross_compile import GFX950, ROOT, compile_for
+from tools.gfx950.hazards import asm_hazards
+from tools.gfx950.release_order import release_ordered
 
 LDS_PER_CU = 160 * 1024
 VGPRS_PER_SIMD_LANE = 512

@@ -1,0 +1,92 @@
+"""tools.gfx950.search without compiling: what stage 1 tries and what eligible() refuses.
+
+- stage 1 gives two pipeline stages to a config whose split holds two K tiles or more, one
+  to a config with one K tile per split (nothing to overlap);
+- eligible() refuses a call when any of its rows (the GEMM's, the reduce's) failed to
+  compile, has no critical path, uses scratch, spills, has a hazard, has an in-kernel reduce
+  that is not release-ordered, or spends more fast-path instructions per A element than its
+  quantizer's bar.
+"""
+
+import pytest
+
+from launchers.configs import GemmConfig
+from tools.gfx950 import search
+
+
+def _stage1(shape, block_m, block_n, block_k, split_k):
+    found = [c for c in search.tile_configs(shape)
+             if (c.block_m, c.block_n, c.block_k, c.split_k) == (block_m, block_n, block_k,
+                                                                  split_k)]
+    assert len(found) == 1
+    return found[0]
+
+
+@pytest.mark.parametrize("block_k, split_k, stages", [
+    (512, 1, 2),      # two K tiles in the one split
+    (256, 1, 2),      # four
+    (512, 2, 1),      # one K tile per split
+    (1024, 1, 1),     # the whole K in one tile
+])
+def test_stage_one_pipelines_only_splits_of_several_k_tiles(block_k, split_k, stages):
+    config = _stage1((4, 2880, 1024), 16, 32, block_k, split_k)
+    assert config.num_stages == stages
+
+
+def test_stage_one_counts_k_tiles_per_split_not_per_shape():
+    """16x2112x7168 split 7: 1,024 of K per split, two tiles of 512 but one of 1,024."""
+    assert _stage1((16, 2112, 7168), 16, 128, 512, 7).num_stages == 2
+    assert _stage1((16, 2112, 7168), 16, 128, 1024, 7).num_stages == 1
+
+
+def _row(**changes):
+    row = dict(quantizer="hardware", critical_path={"issue": 500}, scratch_bytes=0,
+               vgpr_spills=0, sgpr_spills=0, hazards=[], release_ordered=True,
+               fast_path_instructions_per_element=search.MAX_FAST_PATH_INSTRUCTIONS["hardware"])
+    row.update(changes)
+    return row
+
+
+HAZARD = dict(hazard="VALUWriteVgprReadlane", line=120, instruction="v_cvt_scalef32_pk_fp4_bf16",
+              next_line=121, next_instruction="v_readlane_b32", wait_states=0, required=1)
+
+
+def test_a_clean_call_at_the_fast_path_bar_is_eligible():
+    assert search.eligible([_row()])
+    assert search.eligible([_row(quantizer="software", fast_path_instructions_per_element=40.0)])
+
+
+@pytest.mark.parametrize("change", [
+    dict(hazards=[HAZARD]),
+    dict(scratch_bytes=16),
+    dict(vgpr_spills=1),
+    dict(sgpr_spills=1),
+    dict(release_ordered=False),
+    dict(error="compile failed"),
+    dict(fast_path_instructions_per_element=search.MAX_FAST_PATH_INSTRUCTIONS["hardware"] + 0.1),
+], ids=["hazard", "scratch", "vgpr-spill", "sgpr-spill", "not-release-ordered", "error",
+        "fast-path-past-the-bar"])
+@pytest.mark.parametrize("which", [0, 1], ids=["gemm-row", "reduce-row"])
+def test_a_call_with_any_row_at_fault_is_refused(change, which):
+    rows = [_row(), _row()]
+    rows[which] = _row(**change)
+    assert not search.eligible(rows)
+
+
+def test_a_row_without_a_critical_path_is_refused():
+    row = _row()
+    del row["critical_path"]
+    assert not search.eligible([row])
+
+
+def test_ranked_drops_a_hazardous_call_and_orders_the_rest_by_modelled_time():
+    slow, fast = [_row(modelled_us=9.0)], [_row(modelled_us=7.0)]
+    hazardous = [_row(modelled_us=5.0, hazards=[HAZARD])]
+    assert search.ranked([slow, hazardous, fast]) == [fast, slow]
+
+
+def test_stage_two_offers_pipeline_stages_only_to_splits_of_several_k_tiles():
+    one_tile = GemmConfig(16, 32, 512, split_k=2, split_k_reduce="last_program")
+    two_tiles = GemmConfig(16, 32, 512)
+    assert {c.num_stages for c in search.neighbours(one_tile, 1024)} == {1}
+    assert {c.num_stages for c in search.neighbours(two_tiles, 1024)} == set(search.STAGES)
