@@ -192,3 +192,32 @@ def test_the_one_file_submission_leaves_the_file_out():
     text = build_bundle(ROOT)
     assert "load_configs" not in text and "CONFIGS_VARIABLE" not in text
     assert "def note_untuned" in text and "def config_lookup" in text
+
+
+def test_a_model_or_an_n_k_pair_stands_for_each_m_and_task_shapes_stay_as_given():
+    from tools.cli import parse_model_shapes
+    from tools.model_shapes import MODEL_LAYERS
+    shapes = parse_model_shapes(["llama-3-8b", "4096,1024", "16,2112,7168", "4096,4096"], (1, 2048))
+    pairs = list(MODEL_LAYERS["llama-3-8b"].values())
+    assert shapes[:8] == [(m, n, k) for n, k in pairs for m in (1, 2048)]
+    assert shapes[8:] == [(1, 4096, 1024), (2048, 4096, 1024), (16, 2112, 7168)]   # no repeat
+
+
+def test_tools_tune_writes_its_winners_as_bucket_entries_that_load(tmp_path):
+    from tools.tune import write_file_entries
+    winner = config(block_m=128, num_warps=8, quantize_a_once=True)
+    result = {"config": vars(winner)}
+    write_file_entries("sm_90", {(1500, N, K): (result, "tools.tune: 12.3 µs")}, tmp_path / "t.json")
+    load_configs(tmp_path / "t.json")
+    assert config_lookup("sm_90", 1025, N, K) == (winner, "bucket")
+    entry, = json.loads((tmp_path / "t.json").read_text())["entries"]
+    assert entry["m_bucket"] == 2048 and "tuned at M=1500" in entry["note"]
+
+
+def test_tools_tune_tries_a_quantized_once_up_to_256_rows_from_m_64():
+    from tools.tune import QUANTIZE_ONCE_FROM_M, tile_candidates
+    large = tile_candidates("sm_90", 4096, N, K, 132)
+    once = [c for c in large if c.quantize_a_once]
+    assert once and max(c.block_m for c in once) == 256
+    small = tile_candidates("sm_90", QUANTIZE_ONCE_FROM_M - 1, N, K, 132)
+    assert not any(c.quantize_a_once for c in small)
