@@ -24,6 +24,7 @@ time can use them.
 """
 
 from kernels import formats
+from kernels.quantize import QUANTIZE_BLOCK_M
 from tools.gfx950.assembly import k_loop, parse
 from tools.gfx950.critical_path import CUS, SIMDS_PER_CU, busiest_simd_waves
 
@@ -68,10 +69,10 @@ def clocks_us(clocks: int) -> float:
 
 def quantized_elements(m: int, n: int, k: int, block_m: int, block_n: int,
                        quantize_once: bool) -> int:
-    """A elements the call quantizes: once (rows padded to the quantize kernel's tile of 16),
-    or fused, every M tile's rows once per N tile."""
+    """A elements the call quantizes: once (rows padded to the quantize kernel's tile), or
+    fused, every M tile's rows once per N tile."""
     if quantize_once:
-        return formats.pad_to(m, 16) * k
+        return formats.pad_to(m, QUANTIZE_BLOCK_M) * k
     return formats.pad_to(m, block_m) * k * formats.cdiv(n, block_n)
 
 

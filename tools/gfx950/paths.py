@@ -26,8 +26,6 @@ import triton
 from launchers.configs import GemmConfig, heuristic_config, QUANTIZE_ONCE_MIN_M
 from tools.gfx950 import mfma, model
 from tools.gfx950.cross_compile import ROOT
-from tools.gfx950.report import call_rows, k_tiles_per_program, model_call
-from tools.gfx950.search import eligible
 
 CACHE = ROOT / ".sweep-cache" / "gfx950-paths.json"
 # Per path, the configs tried: GemmConfig fields, BLOCK_M at most max(FLOOR, M). The fused
@@ -77,6 +75,9 @@ def _sources_digest() -> str:
 def call_figures(shape, config: GemmConfig, quantizer: str) -> dict:
     """{"shape", "config", "path", "eligible", "launches": [{"kernel", "workgroups",
     "busiest_simd_issue", "busiest_simd_mfma_clocks"}]} of one call, compiled now."""
+    # Imported here: tools.gfx950.report turns the interpreter off for its process.
+    from tools.gfx950.report import call_rows, k_tiles_per_program
+    from tools.gfx950.search import eligible
     with tempfile.TemporaryDirectory() as folder:
         rows = call_rows(shape, config, quantizer, asm_dir=folder)
         launches = []
