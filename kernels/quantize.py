@@ -25,8 +25,10 @@ bf16 value in every accepted block, both forms). The asm converts two words per 
 their conversions alternating (see _cvt_template: gfx950 does not forward a conversion's
 result to the next instruction). Under the interpreter (no inline asm) `_cvt_model` and
 `_cvt_f32_model` stand in for the two forms.
-`quantize_kernel` runs the quantizer on a plain [rows, K] tensor (`quantize_rows` is its host
-wrapper: the separate quantization step of the unfused baseline in tools.bench).
+`quantize_kernel` runs the quantizer on a plain [rows, K] tensor: the first launch of a
+quantize-once launcher (launchers.gemm, `quantize_launch` gives its arguments) and, through its
+host wrapper `quantize_rows`, the separate quantization step of the unfused baseline in
+tools.bench.
 """
 
 import os
