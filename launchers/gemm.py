@@ -2,13 +2,13 @@
 
 `launch_specs(config, backend, m, n, k, a_strides, device)` lists the kernels one call runs
 (with quantize_a_once, first kernels.quantize's quantize kernel, which writes A's MXFP4 codes
-and scales once; the GEMM, on them then; then the split-K reduce when the config splits K
+and scales once; then the GEMM, on them; then the split-K reduce when the config splits K
 with split_k_reduce "kernel") with their grids, compile options and sample arguments; tools
-cross-compile these same specs on the "meta" device. `GemmLauncher` binds each spec as a KernelLaunch; calling it with
-(A, B_shuffle, B_scale_sh) allocates a fresh output (and fresh fp32 partials when K is split)
-and launches the kernels in order. quantizer names A's quantizer (kernels.quantize.QUANTIZERS);
-allow_direct=False keeps every launch on Triton's standard launch (launchers.ladder proves
-each choice before it is used).
+cross-compile these same specs on the "meta" device. `GemmLauncher` binds each spec as a
+KernelLaunch; calling it with (A, B_shuffle, B_scale_sh) allocates a fresh output (and fresh
+fp32 partials when K is split) and launches the kernels in order. quantizer names A's
+quantizer (kernels.quantize.QUANTIZERS); allow_direct=False keeps every launch on Triton's
+standard launch (launchers.ladder proves each choice before it is used).
 
 With split_k_reduce "last_program" the GEMM counts each output tile's finished splits on an
 int32 counter that its last program resets to zero. The launcher holds rows of such counters,
@@ -137,12 +137,12 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                release_every_wave=release_every_wave, threads=threads,
                                scales_first=config.loads_b_scales_first)
     specs.append(LaunchSpec("gemm", preshuffle_gemm_kernel,
-                        gemm_grid(m, n, config.block_m, config.block_n, splits),
-                        backend_options(backend, num_warps=config.num_warps,
-                                        num_stages=config.num_stages,
-                                        waves_per_eu=config.waves_per_eu,
-                                        matrix_instr_nonkdim=config.matrix_instr_nonkdim),
-                        gemm_args))
+                            gemm_grid(m, n, config.block_m, config.block_n, splits),
+                            backend_options(backend, num_warps=config.num_warps,
+                                            num_stages=config.num_stages,
+                                            waves_per_eu=config.waves_per_eu,
+                                            matrix_instr_nonkdim=config.matrix_instr_nonkdim),
+                            gemm_args))
     if splits > 1 and not reduce_in_gemm:
         bm, bn = config.reduce_block_m, config.reduce_block_n
         specs.append(LaunchSpec("reduce", splitk_reduce_kernel, reduce_grid(m, n, bm, bn),

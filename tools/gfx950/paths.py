@@ -6,7 +6,8 @@ launch its kernel, workgroups, busiest-SIMD issue (tools.gfx950.critical_path) a
 clocks on its busiest SIMD (tools.gfx950.mfma), and whether the call is eligible
 (tools.gfx950.search.eligible: no spill, scratch or hazard, an ordered release, a short
 quantizer fast path). Compiled figures are kept in CACHE, keyed by the Triton release, the
-kernels' sources and the call, so a second sweep compiles only what changed.
+kernels' sources and the call, so a second sweep compiles only what changed (a launch that did
+not compile or walk carries its "error" and is not kept).
 
 `modelled_us(call)` is the one place a call's modelled time comes from here: the fitted model
 (tools.gfx950.model.calibrated(), Fit.predict), with the busiest SIMD's MFMA clocks, which the
@@ -83,7 +84,8 @@ def call_figures(shape, config: GemmConfig, quantizer: str) -> dict:
         launches = []
         for row in rows:
             if "error" in row or "critical_path" not in row:
-                launches.append({"kernel": row["kernel"]})
+                launches.append({"kernel": row["kernel"],
+                                 "error": row.get("error") or row.get("critical_path_error")})
                 continue
             clocks = 0    # only the GEMM runs MFMAs
             if row["kernel"] == "gemm":
@@ -122,11 +124,12 @@ def sweep(shapes, quantizer: str, cache: Path = CACHE) -> list:
     for index, shape in enumerate(shapes):
         for config in candidate_configs(shape):
             key = f"{digest} {quantizer} {list(shape)} {sorted(vars(config).items())}"
-            if key not in cached:
-                cached[key] = call_figures(shape, config, quantizer)
+            figures = cached.get(key) or call_figures(shape, config, quantizer)
+            if key not in cached and not any("error" in launch for launch in figures["launches"]):
+                cached[key] = figures    # a failed compile is tried again next time
                 cache.parent.mkdir(exist_ok=True)
                 cache.write_text(json.dumps(cached))
-            calls.append(cached[key])
+            calls.append(figures)
         print(f"tools.isa: swept {'x'.join(map(str, shape))} ({index + 1}/{len(shapes)})",
               file=sys.stderr, flush=True)
     return calls
