@@ -92,3 +92,17 @@ def test_the_sweep_tries_quantize_once_only_from_its_m_with_tiles_up_to_256_rows
     assert not any(c.quantize_a_once for c in small)
     assert max(c.block_m for c in large if c.quantize_a_once) == 256
     assert all(c.block_m <= 32 for c in small)
+
+
+def test_the_table_names_each_large_m_shape_modelled_past_the_target():
+    near, far, small = (8192, 57344, 8192), (2048, 4096, 512), (8, 1024, 512)
+    bound_clocks = int(mfma.mfma_bound_us(*near) * mfma.ENGINE_CLOCK_GHZ * 1e3)
+    calls = [call("quantize-once", near, 0, bound_clocks, launches=2),
+             call("quantize-once", far, 10 ** 6, 0, launches=2), call("fused", small, 500, 0)]
+    text = paths.paths_markdown(calls)
+    rows = [line for line in text.splitlines() if line.startswith("| 8192×57344×8192")]
+    assert len(rows) == 1 and "llama-3-70b gate_up_proj" in rows[0]
+    summary = next(line for line in text.splitlines() if line.startswith("From M = 2048"))
+    assert summary.startswith("From M = 2048 on, 1 of 2 shapes")
+    assert "2048×4096×512" in summary and "8192×57344×8192" not in summary
+    assert "8×1024×512" not in summary
