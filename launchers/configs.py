@@ -17,7 +17,7 @@ it); `untuned_shapes()` lists those seen.
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Optional
 
 import triton
@@ -103,6 +103,12 @@ class GemmConfig:
         """(number of splits actually launched, K elements per split) for this K."""
         size = formats.pad_to(formats.cdiv(k, self.split_k), self.block_k)
         return formats.cdiv(k, size), size
+
+
+def non_default_fields(config: GemmConfig) -> dict:
+    """The fields of `config` that differ from GemmConfig's defaults (the tiles always)."""
+    return {f.name: getattr(config, f.name) for f in fields(config)
+            if getattr(config, f.name) != f.default}
 
 
 def _table(entries: dict) -> dict:

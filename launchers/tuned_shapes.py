@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from launchers.configs import GemmConfig, add_entries, is_m_bucket
+from launchers.configs import GemmConfig, add_entries, is_m_bucket, non_default_fields
 
 CONFIGS_VARIABLE = "MXFP4_MM_CONFIGS"
 _KEYS = {"arch", "n", "k", "m", "m_bucket", "config", "note"}
@@ -130,11 +130,9 @@ def load_configs_from_environment() -> None:
 def file_entry(arch: str, n: int, k: int, config: GemmConfig, note: str, m_bucket: int = None,
                m: int = None) -> dict:
     """An entry for write_configs: config's fields that differ from GemmConfig's defaults."""
-    defaults = GemmConfig(config.block_m, config.block_n, config.block_k)
-    fields = {name: value for name, value in vars(config).items()
-              if value != getattr(defaults, name) or name in ("block_m", "block_n", "block_k")}
     where = {"m": m} if m is not None else {"m_bucket": m_bucket}
-    return {"arch": arch, "n": n, "k": k, **where, "config": fields, "note": note}
+    return {"arch": arch, "n": n, "k": k, **where, "config": non_default_fields(config),
+            "note": note}
 
 
 def write_configs(path, entries: list) -> None:

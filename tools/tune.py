@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from kernels.preshuffle_gemm import gemm_tiles
+from launchers.configs import non_default_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_PATH = ROOT / "launchers" / "config_table.py"
@@ -51,11 +52,6 @@ QUANTIZE_ONCE_MAX_TILE = 256 * 128 * 256   # A arrives quantized: no quantizer r
 
 def config_key(config) -> str:
     return json.dumps(non_default_fields(config), sort_keys=True)
-
-
-def non_default_fields(config) -> dict:
-    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
-            if getattr(config, f.name) != f.default}
 
 
 def _waves(config, m, n, k, processors) -> float:

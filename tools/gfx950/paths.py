@@ -24,7 +24,8 @@ from pathlib import Path
 
 import triton
 
-from launchers.configs import GemmConfig, heuristic_config, QUANTIZE_ONCE_MIN_M
+from launchers.configs import (QUANTIZE_ONCE_MIN_M, GemmConfig, heuristic_config,
+                               non_default_fields)
 from tools.gfx950 import mfma, model
 from tools.gfx950.cross_compile import ROOT
 
@@ -95,7 +96,7 @@ def call_figures(shape, config: GemmConfig, quantizer: str) -> dict:
             launches.append({"kernel": row["kernel"], "workgroups": row["workgroups"],
                              "busiest_simd_issue": row["critical_path"]["busiest_simd_issue"],
                              "busiest_simd_mfma_clocks": clocks})
-    return {"shape": list(shape), "config": dict(vars(config)), "path": path_of(config),
+    return {"shape": list(shape), "config": non_default_fields(config), "path": path_of(config),
             "eligible": eligible(rows), "launches": launches}
 
 
