@@ -55,8 +55,8 @@ from kernels.quantize import QUANTIZERS      # noqa: E402
 from launchers.configs import GEMM_CONFIGS, GemmConfig, m_bucket  # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
 from launchers.tuned_shapes import file_entry, write_configs  # noqa: E402
-from tools.cli import (MODEL_SHAPES_HELP, SHAPES_HELP, ArgumentParser, UsageError,  # noqa: E402
-                       parse_m_list, parse_model_shapes, usage_error)
+from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, parse_m_list,  # noqa: E402
+                       parse_model_shapes, usage_error)
 from tools.model_shapes import MODEL_LAYERS, MODEL_M  # noqa: E402
 from tools.gfx950 import report as gfx950   # noqa: E402
 from tools.gfx950.cross_compile import (ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
@@ -204,9 +204,10 @@ def build_parser():
                         help="write each gfx950 row's assembly into DIR (the row's \"asm\")")
     parser.add_argument("--sweep", nargs="+", metavar="SHAPES",
                         help="search these shapes' config space by modelled time instead "
-                             "(tools.gfx950.search): " + SHAPES_HELP + "; or compare the fused "
-                             "and the quantize-once path (tools.gfx950.paths) on "
-                             + MODEL_SHAPES_HELP.format(", ".join(MODEL_LAYERS)))
+                             "(tools.gfx950.search): " + SHAPES_HELP + "; given model names ("
+                             + ", ".join(MODEL_LAYERS) + ") or N,K pairs, each with every M of "
+                             "--m, compare the fused and the quantize-once path instead "
+                             "(tools.gfx950.paths)")
     parser.add_argument("--m", type=parse_m_list, default=MODEL_M, metavar="M1,M2,...",
                         help="with --sweep: the M values of N,K and model shapes (default "
                              f"{','.join(map(str, MODEL_M))})")
