@@ -119,7 +119,7 @@ def _table(entries: dict) -> dict:
 # The arch whose entries another arch uses.
 ENTRIES_OF_ARCH = {"interpreter": "gfx950"}
 GEMM_CONFIGS = {arch: _table(entries) for arch, entries in CONFIG_TABLE.items()}
-GEMM_CONFIGS["interpreter"] = GEMM_CONFIGS["gfx950"]
+GEMM_CONFIGS.update({arch: GEMM_CONFIGS[source] for arch, source in ENTRIES_OF_ARCH.items()})
 M_BUCKET_CAP = 8192          # every M above it shares the cap's bucket
 # A tuned-shapes file's entries (add_entries): {arch: {(m, n, k): GemmConfig}} for exact
 # shapes, {arch: {(n, k, m bucket): GemmConfig}} for buckets.
@@ -143,9 +143,16 @@ def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
     from QUANTIZE_ONCE_MIN_M on, A quantized once and large tiles."""
     block_k = 512 if k % 512 == 0 else 256
     if m >= QUANTIZE_ONCE_MIN_M:
-        block_m = 256 if m >= 4096 else 128
-        return GemmConfig(block_m, 128 if n >= 128 else 64, 256, num_warps=8,
-                          num_stages=2 if k > 256 else 1, quantize_a_once=True)
+        # The tiles the gfx950 sweep of public model shapes chose most (docs/results.md).
+        wide = n >= 256
+        if m >= 4096:
+            block_m, block_n, block_k, warps = 256, 256 if wide else 128, 256, 8
+        elif wide and k % 512 == 0:
+            block_m, block_n, block_k, warps = 128, 256, 512, 8
+        else:
+            block_m, block_n, block_k, warps = 128, 128, 256, 4
+        return GemmConfig(block_m, block_n, block_k, num_warps=warps,
+                          num_stages=2 if k > block_k else 1, quantize_a_once=True)
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
     block_n = 128 if n >= 2048 else 64
     tiles = formats.cdiv(m, block_m) * formats.cdiv(n, block_n)

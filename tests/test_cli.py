@@ -58,7 +58,7 @@ BAD_USAGES = [
     ("check", ["--bogus"], {}, "unrecognized arguments: --bogus"),
     ("isa", ["--triton", "3.6"], {}, "argument --triton: expected a Triton release like 3.6.0"),
     ("tune", ["--shapes", "1,2,3,4"], {}, "--shapes: expected one of tests, benchmarks, all, M,N,K, N,K or a model"),
-    ("tune", ["--shapes", "64,100"], {}, "shape 1,64,100: K must be a multiple of 64"),
+    ("tune", ["--shapes", "64,100"], {}, "N,K 64,100: K must be a multiple of 64"),
     ("tune", ["--m", "8,x"], {}, "argument --m: expected positive integers"),
     ("evaluate", ["test", "--submission", "SYNTAX_ERROR"], {},
      "does not parse: line 1: '(' was never closed"),

@@ -426,8 +426,10 @@ def test_sm90_report_counts_the_quantizer_and_the_mma(tmp_path):
 
 
 def test_usage_errors_exit_2_and_cross_compile_explains_itself():
+    done = _isa("--sweep", "4,2880,512,1", timeout=120)
+    assert done.returncode == 2 and "M,N,K" in done.stderr and "4,2880,512,1" in done.stderr
     done = _isa("--sweep", "4,2880", timeout=120)
-    assert done.returncode == 2 and "M,N,K" in done.stderr and "4,2880" in done.stderr
+    assert done.returncode == 2 and "N,K 4,2880: N must be a multiple of 16" in done.stderr
     done = _isa("--markdown", "x.md", timeout=120)
     assert done.returncode == 2 and "--compare-tritons" in done.stderr
     shown = subprocess.run([sys.executable, "-m", "tools.gfx950.cross_compile", "--help"], cwd=ROOT,

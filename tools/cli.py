@@ -155,6 +155,11 @@ def parse_model_shapes(words, ms) -> list:
                 raise UsageError(f"--shapes: expected one of {', '.join(SHAPE_SETS)}, M,N,K, "
                                  f"N,K or a model ({', '.join(MODEL_LAYERS)}); got {word!r}") from None
         else:
+            for n, k in pairs:
+                try:
+                    check_shape(1, n, k)
+                except UsageError as error:
+                    raise UsageError(f"N,K {n},{k}: {str(error).split(': ', 1)[1]}") from None
             shapes = [(m, n, k) for n, k in pairs for m in ms]
         for shape in shapes:
             check_shape(*shape)
