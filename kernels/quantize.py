@@ -25,8 +25,10 @@ bf16 value in every accepted block, both forms). The asm converts two words per 
 their conversions alternating (see _cvt_template: gfx950 does not forward a conversion's
 result to the next instruction). Under the interpreter (no inline asm) `_cvt_model` and
 `_cvt_f32_model` stand in for the two forms.
-`quantize_kernel` runs the quantizer on a plain [rows, K] tensor (`quantize_rows` is its host
-wrapper: the separate quantization step of the unfused baseline in tools.bench).
+`quantize_kernel` runs the quantizer on a plain [rows, K] tensor: the first launch of a
+quantize-once launcher (launchers.gemm, `quantize_launch` gives its arguments) and, through its
+host wrapper `quantize_rows`, the separate quantization step of the unfused baseline in
+tools.bench.
 """
 
 import os
@@ -372,21 +374,22 @@ def quantize_tile_mxfp4(x, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
 
 
 @triton.jit
-def quantize_kernel(x_ptr, codes_ptr, scales_ptr, M, K, stride_xm,
+def quantize_kernel(x_ptr, codes_ptr, scales_ptr, M, K, stride_xm, stride_xk,
                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
-                    QUANTIZER: tl.constexpr = "software", FAST_PATH: tl.constexpr = True):
-    """x fp32/bf16 [M, K] (row stride stride_xm) -> codes uint8 [M, K/2], scales uint8 [M, K/32].
-
-    M % BLOCK_M == 0 and K % BLOCK_K == 0; grid (M / BLOCK_M, K / BLOCK_K).
-    """
+                    QUANTIZER: tl.constexpr = "software", FAST_PATH: tl.constexpr = True,
+                    THREADS: tl.constexpr = 256):
+    """x fp32/bf16 [M, K] (strides stride_xm, stride_xk) -> codes uint8 [M, K/2], scales uint8
+    [M, K/32], both contiguous. K % BLOCK_K == 0; grid (cdiv(M, BLOCK_M), K / BLOCK_K). Rows
+    past M wrap onto valid rows, as in the GEMM, and are not stored."""
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
-    x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :])
-    codes, scales = quantize_tile_mxfp4(x, BLOCK_M, BLOCK_K, QUANTIZER, FAST_PATH)
+    x = tl.load(x_ptr + (rows % M)[:, None] * stride_xm + cols[None, :] * stride_xk)
+    codes, scales = quantize_tile_mxfp4(x, BLOCK_M, BLOCK_K, QUANTIZER, FAST_PATH, THREADS)
     code_cols = tl.program_id(1) * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)
     scale_cols = tl.program_id(1) * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)
-    tl.store(codes_ptr + rows[:, None] * (K // 2) + code_cols[None, :], codes)
-    tl.store(scales_ptr + rows[:, None] * (K // 32) + scale_cols[None, :], scales)
+    in_m = (rows < M)[:, None]
+    tl.store(codes_ptr + rows[:, None] * (K // 2) + code_cols[None, :], codes, mask=in_m)
+    tl.store(scales_ptr + rows[:, None] * (K // 32) + scale_cols[None, :], scales, mask=in_m)
 
 
 def fast_path_blocks(x):
@@ -412,16 +415,35 @@ def checked_quantizer(name: str) -> str:
     return name
 
 
-def quantize_rows(x, quantizer: str = "software"):
-    """x bf16 [M, K] (K % 64 == 0, unit column stride) -> (codes uint8 [M, K/2], scales
-    uint8 [M, K/32]), as kernels.formats.quantize_mxfp4. One standard Triton launch."""
+# 64 rows spread the tile's fixed costs (the uniform test's LDS round trip, its barriers) over
+# four times the elements of 16 (gfx950: 4,092 against 5,376 busiest-SIMD instructions at
+# M = 8192, K = 4096, python -m tools.isa --sweep).
+QUANTIZE_BLOCK_M = 64
+QUANTIZE_MAX_BLOCK_K = 512
+
+
+def quantized_outputs(rows: int, k: int, device) -> tuple:
+    """Fresh (codes uint8 [rows, K/2], scales uint8 [rows, K/32]) for quantize_kernel."""
+    return (torch.empty(rows, k // 2, dtype=torch.uint8, device=device),
+            torch.empty(rows, k // 32, dtype=torch.uint8, device=device))
+
+
+def quantize_launch(x, codes, scales, quantizer: str = "software", fast_path: bool = True,
+                    threads: int = 256) -> tuple:
+    """(grid, every argument of quantize_kernel in signature order) for x [M, K] (K % 64 == 0)
+    into codes and scales (quantized_outputs)."""
     checked_quantizer(quantizer)
     rows, k = x.shape
-    block_m = _largest_power_of_two_dividing(rows, 16)
-    block_k = _largest_power_of_two_dividing(k, 512)
-    codes = torch.empty(rows, k // 2, dtype=torch.uint8, device=x.device)
-    scales = torch.empty(rows, k // 32, dtype=torch.uint8, device=x.device)
-    quantize_kernel[(rows // block_m, k // block_k)](x, codes, scales, rows, k, x.stride(0),
-                                                     BLOCK_M=block_m, BLOCK_K=block_k,
-                                                     QUANTIZER=quantizer)
+    block_k = _largest_power_of_two_dividing(k, QUANTIZE_MAX_BLOCK_K)
+    grid = (-(-rows // QUANTIZE_BLOCK_M), k // block_k, 1)
+    return grid, (x, codes, scales, rows, k, x.stride(0), x.stride(1), QUANTIZE_BLOCK_M, block_k,
+                  quantizer, fast_path, threads)
+
+
+def quantize_rows(x, quantizer: str = "software"):
+    """x bf16 [M, K] (K % 64 == 0) -> (codes uint8 [M, K/2], scales uint8 [M, K/32]), as
+    kernels.formats.quantize_mxfp4. One standard Triton launch."""
+    codes, scales = quantized_outputs(*x.shape, x.device)
+    grid, arguments = quantize_launch(x, codes, scales, quantizer)
+    quantize_kernel[grid](*arguments)
     return codes, scales

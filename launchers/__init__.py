@@ -15,6 +15,11 @@ the "thread_local" error mode) or inside a torch.cuda.graph capture in "thread_l
 "relaxed" error mode. In a capture in "global" mode (torch.cuda.graph's default) CUDA refuses
 the build thread's calls too; a first call there raises one line naming the shape.
 
+Configs for shapes beyond the built-in table: `load_configs(path)` reads a tuned-shapes file
+(launchers.tuned_shapes; MXFP4_MM_CONFIGS=path loads one at import), and
+`untuned_shapes()` lists the (N, K, M bucket) that took the heuristic config so far, each
+named once on stderr as it first did (launchers.configs.note_untuned).
+
 `mxfp4_gemm(a, b_shuffle, b_scale_sh)` is the one path from the three tensors to a new output
 (validation, the empty-M case, the cached launcher): submission.custom_kernel calls it, and so
 does the torch op `torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh) -> c`, registered here with
@@ -32,9 +37,10 @@ import torch
 import triton
 
 from launchers import tuner
-from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES
+from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, untuned_shapes  # noqa: F401
 from launchers.inputs import gemm_problem
 from launchers.ladder import proven_launcher
+from launchers.tuned_shapes import load_configs, load_configs_from_environment  # noqa: F401
 
 LAUNCHER_CACHE_CAPACITY = 64
 _launchers = OrderedDict()
@@ -166,3 +172,6 @@ def tune_launchers(shapes=BENCHMARK_SHAPES, device="cuda"):
                          arch, backend)
     for (m, n, k), launcher in winners.items():
         _launchers[(arch, str(device), m, n, k, (k, 1))] = launcher
+
+
+load_configs_from_environment()

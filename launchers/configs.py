@@ -1,12 +1,23 @@
 """Per-arch, per-shape kernel configs: data, plus one heuristic for shapes not in the table.
 
-`config_for(arch, m, n, k)` is the lookup used by the launchers. Arch keys are Triton target
-names: "gfx950" (MI355X), "sm_90" (H100/H200); the interpreter uses the gfx950 table so that
-CPU tests run the production tiling. The entries are data in launchers.config_table, each with
-a note on where it comes from (tools.tune rewrites an arch's entries there).
+`config_lookup(arch, m, n, k) -> (config, source)` is the lookup used by the launchers, in
+this order: the table's entry for the exact shape ("table"), a tuned-shapes file's entry for
+the exact shape ("file"), a file's entry for (N, K) and the M bucket of M ("bucket": the
+smallest power of two >= M, at most M_BUCKET_CAP), else `heuristic_config` ("heuristic").
+So the task shapes keep the table's entries whatever a file holds. Arch keys are Triton
+target names: "gfx950" (MI355X), "sm_90" (H100/H200); the interpreter uses the gfx950 entries
+so that CPU tests run the production tiling. The table's entries are data in
+launchers.config_table, each with a note on where it comes from (tools.tune rewrites an arch's
+entries there); a file's entries (launchers.tuned_shapes) are added by `add_entries`.
+
+`note_untuned(arch, m, n, k, config)` prints one stderr line the first time an (N, K, M bucket)
+takes the heuristic, naming it and the command that would tune it (MXFP4_MM_QUIET=1 silences
+it); `untuned_shapes()` lists those seen.
 """
 
-from dataclasses import dataclass
+import os
+import sys
+from dataclasses import dataclass, fields
 from typing import Optional
 
 import triton
@@ -40,6 +51,7 @@ class GemmConfig:
     num_xcds: int = 1                # > 1: remap programs so that neighbours share an XCD's L2
     store_modifier: Optional[str] = None   # for the C and partials stores, e.g. ".wt"
     b_scales_first: Optional[bool] = None  # the B-scale load before A and B; None: see below
+    quantize_a_once: bool = False    # A quantized by a kernel of its own, then the GEMM on it
 
     def __post_init__(self):
         problems = []
@@ -73,7 +85,8 @@ class GemmConfig:
                    self.num_xcds > 1 and f"xcd{self.num_xcds}",
                    self.store_modifier and f"store{self.store_modifier}",
                    self.b_scales_first is not None
-                   and ("bs-first" if self.b_scales_first else "bs-last"))
+                   and ("bs-first" if self.b_scales_first else "bs-last"),
+                   self.quantize_a_once and "a-once")
         return " ".join([text] + [option for option in options if option])
 
     @property
@@ -92,13 +105,26 @@ class GemmConfig:
         return formats.cdiv(k, size), size
 
 
+def non_default_fields(config: GemmConfig) -> dict:
+    """The fields of `config` that differ from GemmConfig's defaults (the tiles always)."""
+    return {f.name: getattr(config, f.name) for f in fields(config)
+            if getattr(config, f.name) != f.default}
+
+
 def _table(entries: dict) -> dict:
     return {shape: GemmConfig(**{k: v for k, v in fields.items() if k != "note"})
             for shape, fields in entries.items()}
 
 
+# The arch whose entries another arch uses.
+ENTRIES_OF_ARCH = {"interpreter": "gfx950"}
 GEMM_CONFIGS = {arch: _table(entries) for arch, entries in CONFIG_TABLE.items()}
-GEMM_CONFIGS["interpreter"] = GEMM_CONFIGS["gfx950"]
+GEMM_CONFIGS.update({arch: GEMM_CONFIGS[source] for arch, source in ENTRIES_OF_ARCH.items()})
+M_BUCKET_CAP = 8192          # every M above it shares the cap's bucket
+# A tuned-shapes file's entries (add_entries): {arch: {(m, n, k): GemmConfig}} for exact
+# shapes, {arch: {(n, k, m bucket): GemmConfig}} for buckets.
+FILE_SHAPES = {}
+FILE_BUCKETS = {}
 
 
 def config_note(arch: str, shape: tuple) -> str:
@@ -107,13 +133,28 @@ def config_note(arch: str, shape: tuple) -> str:
 
 
 _TARGET_WORKGROUPS = 128
+# From this M on, the heuristic quantizes A once: the fused GEMM quantizes each row of A once
+# per N tile, cdiv(N, BLOCK_N) times over, which outgrows the MFMA work as M grows.
+QUANTIZE_ONCE_MIN_M = 1024
 
 
 def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
-    """A config for any shape: small M tiles, wide N tiles, split-K when the grid is small."""
+    """A config for any shape: small M tiles, wide N tiles, split-K when the grid is small;
+    from QUANTIZE_ONCE_MIN_M on, A quantized once and large tiles."""
+    block_k = 512 if k % 512 == 0 else 256
+    if m >= QUANTIZE_ONCE_MIN_M:
+        # The tiles the gfx950 sweep of public model shapes chose most (docs/results.md).
+        wide = n >= 256
+        if m >= 4096:
+            block_m, block_n, block_k, warps = 256, 256 if wide else 128, 256, 8
+        elif wide and k % 512 == 0:
+            block_m, block_n, block_k, warps = 128, 256, 512, 8
+        else:
+            block_m, block_n, block_k, warps = 128, 128, 256, 4
+        return GemmConfig(block_m, block_n, block_k, num_warps=warps,
+                          num_stages=2 if k > block_k else 1, quantize_a_once=True)
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
     block_n = 128 if n >= 2048 else 64
-    block_k = 512 if k % 512 == 0 else 256
     tiles = formats.cdiv(m, block_m) * formats.cdiv(n, block_n)
     k_tiles = formats.cdiv(k, block_k)
     split_k = 1
@@ -123,6 +164,65 @@ def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
                       num_stages=1 if k_tiles // split_k <= 1 else 2)
 
 
+def m_bucket(m: int) -> int:
+    """The M bucket of M: the smallest power of two >= M, at most M_BUCKET_CAP."""
+    return min(triton.next_power_of_2(max(1, m)), M_BUCKET_CAP)
+
+
+def is_m_bucket(value) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and 1 <= value <= M_BUCKET_CAP and value & (value - 1) == 0)
+
+
+def add_entries(arch: str, shapes: dict, buckets: dict) -> None:
+    """Add a tuned-shapes file's entries of `arch`: shapes {(m, n, k): GemmConfig}, buckets
+    {(n, k, m bucket): GemmConfig}; an entry already there for a key is replaced."""
+    FILE_SHAPES.setdefault(arch, {}).update(shapes)
+    FILE_BUCKETS.setdefault(arch, {}).update(buckets)
+
+
+def config_lookup(arch: str, m: int, n: int, k: int) -> tuple:
+    """(config, source): see the module's text for the order and the sources."""
+    arch = ENTRIES_OF_ARCH.get(arch, arch)
+    for source, entries, key in (("table", GEMM_CONFIGS, (m, n, k)),
+                                 ("file", FILE_SHAPES, (m, n, k)),
+                                 ("bucket", FILE_BUCKETS, (n, k, m_bucket(m)))):
+        config = entries.get(arch, {}).get(key)
+        if config is not None:
+            return config, source
+    return heuristic_config(m, n, k), "heuristic"
+
+
 def config_for(arch: str, m: int, n: int, k: int) -> GemmConfig:
-    table = GEMM_CONFIGS.get(arch, {})
-    return table.get((m, n, k)) or heuristic_config(m, n, k)
+    return config_lookup(arch, m, n, k)[0]
+
+
+QUIET_VARIABLE = "MXFP4_MM_QUIET"
+_untuned = {}   # (n, k, m bucket) -> the first M seen in it
+
+
+def tune_command(arch: str, n: int, k: int, bucket: int) -> str:
+    """The command that tunes the bucket into a tuned-shapes file: measured on a GPU, modelled
+    for gfx950 where there is none (the interpreter runs the gfx950 entries)."""
+    if arch == "interpreter":
+        return f"python -m tools.isa --sweep {n},{k} --m {bucket} --configs FILE"
+    return f"python -m tools.tune --shapes {n},{k} --m {bucket} --configs FILE"
+
+
+def note_untuned(arch: str, m: int, n: int, k: int, config: GemmConfig) -> None:
+    """Record (N, K, M bucket) as untuned; the first time, one line on stderr unless
+    MXFP4_MM_QUIET is set to anything but 0."""
+    key = (n, k, m_bucket(m))
+    if key in _untuned:
+        return
+    _untuned[key] = m
+    if os.environ.get(QUIET_VARIABLE, "0") not in ("", "0"):
+        return
+    print(f"mxfp4-mm: untuned shape N={n} K={k} M bucket {key[2]} (M={m}) takes the heuristic "
+          f"config {config.label}; tune it with `{tune_command(arch, *key)}`, then set "
+          f"MXFP4_MM_CONFIGS=FILE ({QUIET_VARIABLE}=1 silences this)", file=sys.stderr, flush=True)
+
+
+def untuned_shapes() -> list:
+    """[(N, K, M bucket)] that took the heuristic in this process, in the order first seen."""
+    return list(_untuned)

@@ -1,13 +1,14 @@
 """The launcher of one problem: C[M, N] = quantize(A) @ dequant(B)^T for fixed M, N, K.
 
 `launch_specs(config, backend, m, n, k, a_strides, device)` lists the kernels one call runs
-(the GEMM, then the split-K reduce when the config splits K with split_k_reduce "kernel")
-with their grids, compile options and sample arguments; tools cross-compile these same specs
-on the "meta" device. `GemmLauncher` binds each spec as a KernelLaunch; calling it with
-(A, B_shuffle, B_scale_sh) allocates a fresh output (and fresh fp32 partials when K is split)
-and launches the kernels in order. quantizer names A's quantizer (kernels.quantize.QUANTIZERS);
-allow_direct=False keeps every launch on Triton's standard launch (launchers.ladder proves
-each choice before it is used).
+(with quantize_a_once, first kernels.quantize's quantize kernel, which writes A's MXFP4 codes
+and scales once; then the GEMM, on them; then the split-K reduce when the config splits K
+with split_k_reduce "kernel") with their grids, compile options and sample arguments; tools
+cross-compile these same specs on the "meta" device. `GemmLauncher` binds each spec as a
+KernelLaunch; calling it with (A, B_shuffle, B_scale_sh) allocates a fresh output (and fresh
+fp32 partials when K is split) and launches the kernels in order. quantizer names A's
+quantizer (kernels.quantize.QUANTIZERS); allow_direct=False keeps every launch on Triton's
+standard launch (launchers.ladder proves each choice before it is used).
 
 With split_k_reduce "last_program" the GEMM counts each output tile's finished splits on an
 int32 counter that its last program resets to zero. The launcher holds rows of such counters,
@@ -24,7 +25,8 @@ from typing import NamedTuple
 import torch
 
 from kernels import formats
-from kernels.quantize import checked_quantizer
+from kernels.quantize import (checked_quantizer, quantize_kernel, quantize_launch,
+                              quantized_outputs)
 from kernels.preshuffle_gemm import (gemm_arguments, gemm_grid, gemm_tiles,
                                      preshuffle_gemm_kernel, scales_view, weight_view)
 from kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
@@ -39,6 +41,8 @@ WARP_SIZE = {"hip": 64}   # 32 elsewhere
 # 2026-12-04); the hardware quantizer always has it.
 WITHOUT_QUANT_FAST_PATH = ("cuda",)
 REDUCE_TENSOR_ARGS = 2  # reduce_arguments puts (partials, c) first
+QUANTIZE_TENSOR_ARGS = 3  # quantize_launch puts (x, codes, scales) first
+QUANTIZE_WARPS = 4
 
 
 class LaunchSpec(NamedTuple):
@@ -91,6 +95,18 @@ def counter_rows(config: GemmConfig, m: int, n: int, k: int, device, rows: int =
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
                  device, quantizer: str = "software", a_prequantized: bool = False) -> list:
     checked_quantizer(quantizer)
+    quant_fast_path = backend not in WITHOUT_QUANT_FAST_PATH
+    specs = []
+    if config.quantize_a_once and not a_prequantized:
+        a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
+        grid, arguments = quantize_launch(a, *quantized_outputs(m, k, device), quantizer,
+                                          quant_fast_path,
+                                          WARP_SIZE.get(backend, 32) * QUANTIZE_WARPS)
+        specs.append(LaunchSpec("quantize", quantize_kernel, grid,
+                                backend_options(backend, num_warps=QUANTIZE_WARPS, num_stages=1,
+                                                waves_per_eu=0, matrix_instr_nonkdim=0),
+                                arguments))
+        a_prequantized = True
     splits, split_size = config.splits_for(k)
     reduce_in_gemm = splits > 1 and config.split_k_reduce == "last_program"
     a_scales = None
@@ -109,19 +125,19 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                block_k=config.block_k, group_m=config.group_m, splits=splits,
                                split_size=split_size, reduce_in_gemm=reduce_in_gemm,
                                cache_modifier=config.cache_modifier, quantizer=quantizer,
-                               quant_fast_path=backend not in WITHOUT_QUANT_FAST_PATH,
+                               quant_fast_path=quant_fast_path,
                                a_scales=a_scales, num_xcds=config.num_xcds,
                                store_modifier=config.store_modifier,
                                splitk_sync=splitk_sync(backend),
                                threads=threads_per_program(config, backend),
                                scales_first=config.loads_b_scales_first)
-    specs = [LaunchSpec("gemm", preshuffle_gemm_kernel,
-                        gemm_grid(m, n, config.block_m, config.block_n, splits),
-                        backend_options(backend, num_warps=config.num_warps,
-                                        num_stages=config.num_stages,
-                                        waves_per_eu=config.waves_per_eu,
-                                        matrix_instr_nonkdim=config.matrix_instr_nonkdim),
-                        gemm_args)]
+    specs.append(LaunchSpec("gemm", preshuffle_gemm_kernel,
+                            gemm_grid(m, n, config.block_m, config.block_n, splits),
+                            backend_options(backend, num_warps=config.num_warps,
+                                            num_stages=config.num_stages,
+                                            waves_per_eu=config.waves_per_eu,
+                                            matrix_instr_nonkdim=config.matrix_instr_nonkdim),
+                            gemm_args))
     if splits > 1 and not reduce_in_gemm:
         bm, bn = config.reduce_block_m, config.reduce_block_n
         specs.append(LaunchSpec("reduce", splitk_reduce_kernel, reduce_grid(m, n, bm, bn),
@@ -133,36 +149,39 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
 
 class GemmLauncher:
     """Call with (A, B_shuffle, B_scale_sh); with a_prequantized, with (A codes uint8 [M, K/2],
-    B_shuffle, B_scale_sh, A scales uint8 [M, K/32]) from kernels.quantize.quantize_rows."""
+    B_shuffle, B_scale_sh, A scales uint8 [M, K/32]) from kernels.quantize.quantize_rows. A
+    config with quantize_a_once (and not a_prequantized) quantizes A into fresh codes and
+    scales first, by a launch of its own."""
 
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
                  a_strides: tuple, device, quantizer: str = "software",
                  a_prequantized: bool = False, allow_direct: bool = True):
         self.config = config
         self.quantizer = quantizer
-        self.m, self.n, self.device = m, n, device
+        self.m, self.n, self.k, self.device = m, n, k, device
         self.splits, _ = config.splits_for(k)
         self.counter_rows = counter_rows(config, m, n, k, device)
         self._calls = itertools.count()   # next() is atomic: threads never share a row
         specs = launch_specs(config, backend, m, n, k, a_strides, device, quantizer,
                              a_prequantized)
-        gemm_spec = specs[0]
-        self.gemm = KernelLaunch(*gemm_spec[1:], allow_direct=allow_direct)
-        self._gemm_constants = gemm_spec.sample_args[GEMM_TENSOR_ARGS:]
-        self.reduce = None
+        by_name = {spec.name: spec for spec in specs}
+        self.launches_per_call = len(specs)
+        self.quantize = self.reduce = None
+        if "quantize" in by_name:
+            self.quantize = KernelLaunch(*by_name["quantize"][1:], allow_direct=allow_direct)
+            self._quantize_constants = by_name["quantize"].sample_args[QUANTIZE_TENSOR_ARGS:]
+        self.gemm = KernelLaunch(*by_name["gemm"][1:], allow_direct=allow_direct)
+        self._gemm_constants = by_name["gemm"].sample_args[GEMM_TENSOR_ARGS:]
         # split_k_reduce "last_program" with more than one split: no reduce launch
-        self.reduces_in_kernel = self.splits > 1 and len(specs) == 1
-        if len(specs) > 1:
-            self.reduce = KernelLaunch(*specs[1][1:], allow_direct=allow_direct)
-            self._reduce_constants = specs[1].sample_args[REDUCE_TENSOR_ARGS:]
-
-    @property
-    def launches_per_call(self) -> int:
-        return 1 if self.reduce is None else 2
+        self.reduces_in_kernel = self.splits > 1 and "reduce" not in by_name
+        if "reduce" in by_name:
+            self.reduce = KernelLaunch(*by_name["reduce"][1:], allow_direct=allow_direct)
+            self._reduce_constants = by_name["reduce"].sample_args[REDUCE_TENSOR_ARGS:]
 
     @property
     def is_direct(self) -> bool:
-        return self.gemm.is_direct and (self.reduce is None or self.reduce.is_direct)
+        return all(launch is None or launch.is_direct
+                   for launch in (self.quantize, self.gemm, self.reduce))
 
     def gemm_arguments(self, a, b_shuffle, b_scale_sh, a_scales=None) -> tuple:
         """(the GEMM kernel's arguments in signature order, its partials, the new output C);
@@ -180,6 +199,11 @@ class GemmLauncher:
 
     def __call__(self, a, b_shuffle, b_scale_sh, a_scales=None, direct=True):
         """direct=False takes the standard launch even where the bypass is available."""
+        if self.quantize is not None:
+            codes, a_scales = quantized_outputs(self.m, self.k, self.device)
+            quantize_args = (a, codes, a_scales) + self._quantize_constants
+            (self.quantize if direct and aligned(a) else self.quantize.standard)(*quantize_args)
+            a = codes
         gemm_args, partials, out = self.gemm_arguments(a, b_shuffle, b_scale_sh, a_scales)
         a, _, b, b_scales = gemm_args[:4]
         direct = direct and aligned(a, b, b_scales)

@@ -2,13 +2,14 @@
 
 `proven_launcher(arch, backend, m, n, k, a_strides, device)` tries, in order:
 
-    hardware quantizer (bf16)  the table's config with gfx950's conversion instruction, its
-                               bf16 form (gfx950 only)
+    hardware quantizer (bf16)  the looked-up config (launchers.configs.config_lookup: the
+                               table's, a tuned-shapes file's or the heuristic's) with
+                               gfx950's conversion instruction, its bf16 form (gfx950 only)
     hardware quantizer (f32)   the same with the instruction's f32 form (gfx950 only)
-    software quantizer         the table's config with the software quantizer
+    software quantizer         the same config with the software quantizer
     standard launch            the same, through Triton's standard launch only (no bypass)
-    heuristic config           configs.heuristic_config, standard launch (skipped if it is the
-                               table's)
+    heuristic config           configs.heuristic_config, standard launch (skipped if it is
+                               the looked-up one)
     aiter                      aiter's dynamic_mxfp4_quant + gemm_a4w4 (where aiter imports)
 
 A rung fails when building it raises (a compiler error, say) or its proof (launchers.proof)
@@ -30,7 +31,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from launchers import aiter_path
-from launchers.configs import config_for, heuristic_config
+from launchers.configs import config_lookup, heuristic_config, note_untuned
 from launchers.gemm import GemmLauncher
 from launchers.proof import SPLIT_K_REPEATS, proof_cases, prove
 
@@ -93,7 +94,9 @@ def _with_fault(rung: Rung, kind: str) -> Rung:
 
 
 def rungs_for(arch, backend, m, n, k, a_strides, device) -> list:
-    config = config_for(arch, m, n, k)
+    config, source = config_lookup(arch, m, n, k)
+    if source == "heuristic":
+        note_untuned(arch, m, n, k, config)
 
     def gemm(config, quantizer="software", allow_direct=True):
         return lambda: GemmLauncher(config, backend, m, n, k, a_strides, device, quantizer,

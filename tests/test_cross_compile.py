@@ -491,8 +491,10 @@ def test_sm90_report_counts_the_quantizer_and_the_mma(tmp_path):
 
 
 def test_usage_errors_exit_2_and_cross_compile_explains_itself():
+    done = _isa("--sweep", "4,2880,512,1", timeout=120)
+    assert done.returncode == 2 and "M,N,K" in done.stderr and "4,2880,512,1" in done.stderr
     done = _isa("--sweep", "4,2880", timeout=120)
-    assert done.returncode == 2 and "M,N,K" in done.stderr and "4,2880" in done.stderr
+    assert done.returncode == 2 and "N,K 4,2880: N must be a multiple of 16" in done.stderr
     done = _isa("--markdown", "x.md", timeout=120)
     assert done.returncode == 2 and "--compare-tritons" in done.stderr
     shown = subprocess.run([sys.executable, "-m", "tools.gfx950.cross_compile", "--help"], cwd=ROOT,
@@ -500,3 +502,25 @@ def test_usage_errors_exit_2_and_cross_compile_explains_itself():
     assert shown.returncode == 0 and "A library for tools.isa" in shown.stdout
     done = _isa("--sweep", "4,2880,512", "--arch", "sm_90", timeout=120)
     assert done.returncode == 2 and "--arch gfx950" in done.stderr
+
+
+def test_the_quantize_once_launches_compile_clean_for_gfx950_and_the_sweep_writes_a_file(tmp_path):
+    """tools.isa --sweep on an N,K pair at a small and a large M: per shape a chosen path and
+    its config, the quantize-once path only at the large M, every compiled call of either path
+    without a spill, scratch or hazard, and the choices written as bucket entries that load."""
+    from launchers import configs
+    from launchers.tuned_shapes import read_entries
+    figures, tuned = tmp_path / "figures.json", tmp_path / "tuned.json"
+    done = _isa("--sweep", "1024,512", "--m", "8,4096", "--json", str(figures),
+                "--configs", str(tuned))
+    assert done.returncode == 0, done.stderr[-2000:]
+    calls = json.loads(figures.read_text())
+    once = [c for c in calls if c["path"] == "quantize-once"]
+    assert once and {tuple(c["shape"]) for c in once} == {(4096, 1024, 512)}
+    assert all(c["eligible"] for c in once)
+    assert [launch["kernel"] for launch in once[0]["launches"]] == ["quantize", "gemm"]
+    assert all(launch["busiest_simd_mfma_clocks"] > 0 for c in calls for launch in c["launches"]
+               if launch["kernel"] == "gemm")
+    entries = read_entries(tuned)
+    assert sorted(e["m_bucket"] for e in entries) == [8, configs.m_bucket(4096)]
+    assert "4096x1024x512" in done.stdout and "8x1024x512" in done.stdout

@@ -35,7 +35,7 @@ def run_kernel(x, block_m, quantizer):
     rows, k = x.shape
     codes = torch.empty(rows, k // 2, dtype=torch.uint8, device=x.device)
     scales = torch.empty(rows, k // 32, dtype=torch.uint8, device=x.device)
-    quantize_kernel[(rows // block_m, 1)](x, codes, scales, rows, k, k, BLOCK_M=block_m,
+    quantize_kernel[(rows // block_m, 1)](x, codes, scales, rows, k, k, 1, BLOCK_M=block_m,
                                           BLOCK_K=k, QUANTIZER=name, FAST_PATH=fast_path)
     return codes, scales
 

@@ -24,6 +24,10 @@ def test_tile_candidates_are_valid_and_distinct(arch, shape):
     assert len({tune.config_key(c) for c in candidates}) == len(candidates)
     for config in candidates:
         assert config.splits_for(k)[0] == config.split_k     # no empty splits
+        if config.quantize_a_once:
+            assert m >= tune.QUANTIZE_ONCE_FROM_M and config.block_m <= max(64, m)
+            assert config.block_m * config.block_n * config.block_k <= tune.QUANTIZE_ONCE_MAX_TILE
+            continue
         assert config.block_m == 16 or config.block_m <= m
         assert config.block_m * config.block_n * config.block_k <= tune.MAX_TILE_ELEMENTS
         default_warps = 4

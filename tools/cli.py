@@ -184,3 +184,50 @@ def parse_shapes(words) -> list:
 def parse_plain_shapes(words, option: str = "--shapes") -> list:
     """--shapes words -> [(m, n, k)], for tools that choose their own seeds."""
     return [case[:3] for case in shape_cases(words, option=option)]
+
+
+MODEL_SHAPES_HELP = ("tests, benchmarks, all, M,N,K, or N,K and model names "
+                     "(tools/model_shapes.py: {}) taken with each M of --m")
+
+
+def parse_m_list(text: str) -> tuple:
+    """--m's value, e.g. "1,8,32" -> (1, 8, 32)."""
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers such as 1,8,32; got {text!r}")
+    return values
+
+
+def parse_model_shapes(words, ms, option: str = "--shapes") -> list:
+    """--shapes words (given to `option`) where a model name or N,K stands for (M, N, K) with
+    each M of `ms`, the others as parse_plain_shapes -> [(m, n, k)], each once, in order."""
+    from tools.model_shapes import MODEL_LAYERS, model_pairs
+    found = []
+    for word in words:
+        pairs = model_pairs([word]) if word in MODEL_LAYERS else None
+        if pairs is None and word.count(",") == 1:
+            try:
+                pairs = [tuple(int(x) for x in word.split(","))]
+            except ValueError:
+                pairs = None
+        if pairs is None:
+            try:
+                shapes = parse_plain_shapes([word], option)
+            except UsageError:
+                raise UsageError(f"{option}: expected one of {', '.join(SHAPE_SETS)}, M,N,K, "
+                                 f"N,K or a model ({', '.join(MODEL_LAYERS)}); got {word!r}") from None
+        else:
+            for n, k in pairs:
+                try:
+                    check_shape(1, n, k)
+                except UsageError as error:
+                    raise UsageError(f"N,K {n},{k}: {str(error).split(': ', 1)[1]}") from None
+            shapes = [(m, n, k) for n, k in pairs for m in ms]
+        for shape in shapes:
+            check_shape(*shape)
+            if shape not in found:
+                found.append(shape)
+    return found

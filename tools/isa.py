@@ -2,6 +2,7 @@
 
     python -m tools.isa --arch gfx950 [--quantizer NAME] [--json FILE] [--asm-dir DIR]
                         [--candidates | --sweep SHAPES ...] [--triton VERSION]
+    python -m tools.isa --sweep MODEL|N,K ... [--m 1,8,...] [--configs FILE] [--json FILE]
     python -m tools.isa --arch gfx950 --compare-tritons 3.6.0,3.7.0,3.8.0,3.9.0 [--markdown FILE]
     python -m tools.isa --arch sm_90 [--json FILE]
 
@@ -11,7 +12,11 @@ hazards and release order (tools.gfx950.report), then per call its critical path
 modelled time through the runner's harness (tools.gfx950.critical_path, tools.gfx950.model),
 beside aiter's kernel and the best public config of each benchmark shape, with the model's
 held-out error. --sweep searches each given shape's config space by modelled time
-(tools.gfx950.search) and prints the best calls. With --asm-dir, each row's assembly is
+(tools.gfx950.search) and prints the best calls; given model names or N,K pairs (each taken
+with every M of --m), it compares instead a few configs of the fused GEMM and of the
+quantize-once path per shape (tools.gfx950.paths) and prints per shape the chosen path and
+config, its modelled µs and the MFMA bound (tools.gfx950.mfma). --configs FILE merges each
+shape's best into a tuned-shapes file (launchers.tuned_shapes) as the entry of its M bucket. With --asm-dir, each row's assembly is
 written there and the row names its file ("asm"). --compare-tritons compiles the table with
 each release and both quantizers and prints a markdown table of them side by side.
 
@@ -37,6 +42,7 @@ import re
 import sys
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -46,10 +52,12 @@ import triton                                # noqa: E402
 
 from kernels import formats                  # noqa: E402
 from kernels.quantize import QUANTIZERS      # noqa: E402
-from launchers.configs import GEMM_CONFIGS, GemmConfig  # noqa: E402
+from launchers.configs import GEMM_CONFIGS, GemmConfig, m_bucket  # noqa: E402
 from launchers.gemm import launch_specs      # noqa: E402
+from launchers.tuned_shapes import file_entry, write_configs  # noqa: E402
 from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, output_file,  # noqa: E402
-                       output_folder, parse_plain_shapes, usage_error)
+                       output_folder, parse_m_list, parse_model_shapes, usage_error)
+from tools.model_shapes import MODEL_LAYERS, MODEL_M  # noqa: E402
 from tools.gfx950 import report as gfx950   # noqa: E402
 from tools.gfx950.cross_compile import (ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
                                         SideInstallError, compile_for, run_with_triton)
@@ -175,6 +183,11 @@ def format_sweep(shape, calls) -> str:
     return "\n".join(lines)
 
 
+def _sweep_note(quantizer: str) -> str:
+    return (f"python -m tools.isa --sweep {datetime.date.today()}: Triton {triton.__version__}, "
+            f"{quantizer} quantizer, modelled (tools.gfx950.model)")
+
+
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
 
@@ -200,8 +213,16 @@ def build_parser():
                         help="write each gfx950 row's assembly into DIR (the row's \"asm\")")
     parser.add_argument("--sweep", nargs="+", metavar="SHAPES",
                         help="search these shapes' config space by modelled time instead "
-                             "(tools.gfx950.search): "
-                             + SHAPES_HELP)
+                             "(tools.gfx950.search): " + SHAPES_HELP + "; given model names ("
+                             + ", ".join(MODEL_LAYERS) + ") or N,K pairs, each with every M of "
+                             "--m, compare the fused and the quantize-once path instead "
+                             "(tools.gfx950.paths)")
+    parser.add_argument("--m", type=parse_m_list, default=MODEL_M, metavar="M1,M2,...",
+                        help="with --sweep: the M values of N,K and model shapes (default "
+                             f"{','.join(map(str, MODEL_M))})")
+    parser.add_argument("--configs", metavar="FILE",
+                        help="with --sweep: merge each shape's best config into this "
+                             "tuned-shapes file, as the entry of its M bucket")
     parser.add_argument("--candidates", action="store_true",
                         help="report every gfx950 import-time tuning candidate "
                              "(launchers/candidates.py, the table's entry first) instead")
@@ -221,9 +242,13 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        sweep_shapes = parse_plain_shapes(args.sweep, "--sweep") if args.sweep else None
+        sweep_shapes = parse_model_shapes(args.sweep, args.m, "--sweep") if args.sweep else None
     except UsageError as error:
         return usage_error("tools.isa", error)
+    compare_paths = bool(args.sweep) and any(word in MODEL_LAYERS or word.count(",") == 1
+                                             for word in args.sweep)
+    if args.configs and not args.sweep:
+        parser.error("--configs goes with --sweep")
     if args.compare_tritons:
         if args.arch != "gfx950" or args.sweep or args.candidates or args.json or args.asm_dir:
             parser.error("--compare-tritons takes only --arch gfx950 and --markdown")
@@ -255,13 +280,30 @@ def main(argv=None):
     if args.arch == "sm_90":
         rows = [sm90_row(shape, config) for shape, config in GEMM_CONFIGS["sm_90"].items()]
         print(format_sm90_table(rows))
+    elif compare_paths:
+        from tools.gfx950 import paths
+        started = time.time()
+        rows = paths.sweep(sweep_shapes, args.quantizer)
+        print(paths.format_paths(rows))
+        print(f"{len(sweep_shapes)} shapes, {len(rows)} calls in {time.time() - started:.0f} s")
+        if args.configs:
+            write_configs(args.configs, paths.config_entries(rows, _sweep_note(args.quantizer)))
     elif sweep_shapes:
-        from tools.gfx950.search import search
-        rows = []
+        from tools.gfx950.search import ranked, search
+        rows, entries = [], []
         for shape in sweep_shapes:
             calls = search(shape, args.quantizer)
             print(format_sweep(shape, calls), flush=True)
             rows += [row for rows_of_call in calls for row in rows_of_call]
+            if ranked(calls):
+                call = ranked(calls)[0][0]
+                entries.append(file_entry("gfx950", shape[1], shape[2],
+                                          GemmConfig(**call["config"]),
+                                          f"{_sweep_note(args.quantizer)}; "
+                                          f"{call['modelled_us']:.2f} µs modelled at M={shape[0]}",
+                                          m_bucket=m_bucket(shape[0])))
+        if args.configs:
+            write_configs(args.configs, entries)
     else:
         if args.asm_dir:
             os.makedirs(args.asm_dir, exist_ok=True)
@@ -275,6 +317,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    if compare_paths:
+        return 0
     failed = [row for row in rows if "error" in row]
     for row in failed:
         print(f"tools.isa: {'x'.join(map(str, row['shape']))} {row['kernel']} does not compile "

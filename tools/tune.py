@@ -1,19 +1,26 @@
 """Search kernel configs per shape on the running GPU and write the winners into the config data.
 
-    python -m tools.tune [--shapes benchmarks|tests|all|M,N,K ...] [--budget-s 480] [--calls 30]
-                         [--state tune-state.json] [--workers 8] [--write]
+    python -m tools.tune [--shapes benchmarks|tests|all|M,N,K|N,K|MODEL ...] [--m 1,8,...]
+                         [--budget-s 480] [--calls 30] [--state tune-state.json] [--workers 8]
+                         [--write] [--configs FILE]
 
 For each shape, in two stages within its share of the time budget:
   1. tiles: BLOCK_M, BLOCK_N, BLOCK_K and the split-K count, the other fields at their
      defaults; the candidates whose grid is closest to two waves of the GPU go first;
   2. refine the two best: warps, stages, the B-load cache modifier, who reduces split-K
      (a second kernel or the last program), and on HIP waves_per_eu and matrix_instr_nonkdim.
-The table's current entry is always measured too, as the baseline. Each candidate is
+From M = 64 on, stage 1 also tries A quantized once (GemmConfig.quantize_a_once) with tiles
+of up to 256 rows. The current config (the table's entry, a loaded file's, or the
+heuristic's) is always measured too, as the baseline. A model name or N,K stands for each M
+of --m (default tools.model_shapes.MODEL_M). Each candidate is
 compiled (in parallel worker processes that fill Triton's cache), checked once against the
 reference and rejected if wrong, timed with the runner's loop (tools.timing), and checked
 again on its last timed output. Every result goes to the state file as soon as it exists, so
 an interrupted run resumes where it stopped; `--write` puts each shape's fastest config (by
-median) into launchers/config_table.py for the running arch, with a note of its figures.
+median) into launchers/config_table.py for the running arch, with a note of its figures;
+`--configs FILE` merges them into a tuned-shapes file instead (launchers.tuned_shapes), one
+entry per (N, K) and M bucket of the tuned M, which MXFP4_MM_CONFIGS=FILE or
+launchers.load_configs(FILE) then loads.
 """
 
 import dataclasses
@@ -30,6 +37,7 @@ from pathlib import Path
 import torch
 
 from kernels.preshuffle_gemm import gemm_tiles
+from launchers.configs import non_default_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_PATH = ROOT / "launchers" / "config_table.py"
@@ -38,15 +46,12 @@ REFINE_TOP = 2
 MAX_TILE_ELEMENTS = 64 * 128 * 512   # larger tiles spill and take long to compile
 # On sm_90, weight tiles past 128x256 spill (ptxas -v); past half of it, 8 warps share the work.
 MAX_WEIGHT_TILE = 128 * 256
+QUANTIZE_ONCE_FROM_M = 64
+QUANTIZE_ONCE_MAX_TILE = 256 * 128 * 256   # A arrives quantized: no quantizer registers
 
 
 def config_key(config) -> str:
     return json.dumps(non_default_fields(config), sort_keys=True)
-
-
-def non_default_fields(config) -> dict:
-    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)
-            if getattr(config, f.name) != f.default}
 
 
 def _waves(config, m, n, k, processors) -> float:
@@ -90,8 +95,20 @@ def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
                                             split_k_reduce=reduce_choices(arch, split)[-1])
                         if config.splits_for(k)[0] == split:
                             found[config_key(config)] = config
+    if m >= QUANTIZE_ONCE_FROM_M:
+        for config in quantize_once_candidates(m):
+            found[config_key(config)] = config
     # Two waves of programs hide memory latency best.
     return sorted(found.values(), key=lambda c: abs(math.log(_waves(c, m, n, k, processors) / 2)))
+
+
+def quantize_once_candidates(m: int) -> list:
+    """Stage 1's quantize-once tiles: BLOCK_M up to 256 (no more than M calls for), one split."""
+    from launchers.configs import GemmConfig
+    return [GemmConfig(bm, bn, bk, num_warps=8, num_stages=2, quantize_a_once=True)
+            for bm in (64, 128, 256) if bm <= max(64, m)
+            for bn in (64, 128, 256) for bk in (256, 512)
+            if bm * bn * bk <= QUANTIZE_ONCE_MAX_TILE]
 
 
 def refine_candidates(arch: str, config, k: int) -> list:
@@ -252,12 +269,26 @@ def write_winners(arch: str, winners: dict, path: Path = TABLE_PATH):
     path.write_text(render_table(table, config_table.__doc__))
 
 
+def write_file_entries(arch: str, winners: dict, path) -> None:
+    """Merge the winners into the tuned-shapes file at `path`, each as its M's bucket."""
+    from launchers.configs import GemmConfig, m_bucket
+    from launchers.tuned_shapes import file_entry, write_configs
+    write_configs(path, [file_entry(arch, n, k, GemmConfig(**result["config"]),
+                                    f"{note}; tuned at M={m}", m_bucket=m_bucket(m))
+                         for (m, n, k), (result, note) in winners.items()])
+
+
 def build_parser():
-    from tools.cli import (SHAPES_HELP, ArgumentParser, clear_bytes, output_file,
-                           positive_float, positive_int)
+    from tools.cli import (MODEL_SHAPES_HELP, ArgumentParser, clear_bytes, output_file,
+                           parse_m_list, positive_float, positive_int)
+    from tools.model_shapes import MODEL_LAYERS, MODEL_M
     parser = ArgumentParser("tools.tune", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
-                        help=f"{SHAPES_HELP}; default benchmarks")
+                        help=MODEL_SHAPES_HELP.format(", ".join(MODEL_LAYERS))
+                        + "; default benchmarks")
+    parser.add_argument("--m", type=parse_m_list, default=MODEL_M, metavar="M1,M2,...",
+                        help="the M values of N,K and model shapes (default "
+                             f"{','.join(map(str, MODEL_M))})")
     parser.add_argument("--budget-s", type=positive_float, default=480.0,
                         help="total wall time in seconds, shared by the shapes (default 480)")
     parser.add_argument("--calls", type=positive_int, default=30,
@@ -272,17 +303,22 @@ def build_parser():
                         help="compile processes (default 8)")
     parser.add_argument("--write", action="store_true",
                         help="write the winners into launchers/config_table.py for this arch")
+    parser.add_argument("--configs", metavar="FILE",
+                        help="merge the winners into this tuned-shapes file, by (N, K) and M "
+                             "bucket (launchers.tuned_shapes)")
     return parser
 
 
 def parse_args(argv):
-    from tools.cli import UsageError, parse_plain_shapes
+    from tools.cli import UsageError, parse_model_shapes
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        args.shape_list = parse_plain_shapes(args.shapes)
+        args.shape_list = parse_model_shapes(args.shapes, args.m)
     except UsageError as error:
         parser.error(str(error))
+    if args.write and args.configs:
+        parser.error("--write and --configs go alone")
     return args
 
 
@@ -321,6 +357,9 @@ def main(argv=None):
     if args.write and winners:
         write_winners(arch, winners)
         print(f"wrote {len(winners)} {arch} entries to {TABLE_PATH.relative_to(ROOT)}")
+    if args.configs and winners:
+        write_file_entries(arch, winners, args.configs)
+        print(f"wrote {len(winners)} {arch} entries to {args.configs}")
     return 0
 
 
