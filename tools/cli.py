@@ -136,9 +136,9 @@ def parse_m_list(text: str) -> tuple:
     return values
 
 
-def parse_model_shapes(words, ms) -> list:
-    """--shapes words where a model name or N,K stands for (M, N, K) with each M of `ms`, the
-    others as parse_plain_shapes -> [(m, n, k)], each once, in order."""
+def parse_model_shapes(words, ms, option: str = "--shapes") -> list:
+    """`option`'s words, where a model name or N,K stands for (M, N, K) with each M of `ms`,
+    the others as parse_plain_shapes -> [(m, n, k)], each once, in order."""
     from tools.model_shapes import MODEL_LAYERS, model_pairs
     found = []
     for word in words:
@@ -152,7 +152,7 @@ def parse_model_shapes(words, ms) -> list:
             try:
                 shapes = parse_plain_shapes([word])
             except UsageError:
-                raise UsageError(f"--shapes: expected one of {', '.join(SHAPE_SETS)}, M,N,K, "
+                raise UsageError(f"{option}: expected one of {', '.join(SHAPE_SETS)}, M,N,K, "
                                  f"N,K or a model ({', '.join(MODEL_LAYERS)}); got {word!r}") from None
         else:
             for n, k in pairs:

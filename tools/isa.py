@@ -233,7 +233,7 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        sweep_shapes = parse_model_shapes(args.sweep, args.m) if args.sweep else None
+        sweep_shapes = parse_model_shapes(args.sweep, args.m, "--sweep") if args.sweep else None
     except UsageError as error:
         return usage_error("tools.isa", error)
     compare_paths = bool(args.sweep) and any(word in MODEL_LAYERS or word.count(",") == 1
