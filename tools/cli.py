@@ -152,8 +152,9 @@ def parse_model_shapes(words, ms, option: str = "--shapes") -> list:
             try:
                 shapes = parse_plain_shapes([word])
             except UsageError:
+                models = ", ".join(MODEL_LAYERS)
                 raise UsageError(f"{option}: expected one of {', '.join(SHAPE_SETS)}, M,N,K, "
-                                 f"N,K or a model ({', '.join(MODEL_LAYERS)}); got {word!r}") from None
+                                 f"N,K or a model ({models}); got {word!r}") from None
         else:
             for n, k in pairs:
                 try:
