@@ -30,7 +30,8 @@ XCD has its own L2); STORE_MODIFIER is the cache modifier of the C and partials 
 (e.g. ".wt").
 A_ROWS: the rows of A each program loads and quantizes, BLOCK_M or, where M is smaller (one
 row of tiles), the power of two at or above M: its codes and scales are then repeated to
-BLOCK_M rows for the MFMA, so no program quantizes a row of A twice.
+BLOCK_M rows for the MFMA, so no program quantizes a row of A twice. A prequantized A takes
+BLOCK_M rows (repeating loaded codes trips an assertion in Triton 3.6's AMD matmul lowering).
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). No load leaves its tensor: rows past
 M or N wrap onto valid rows (their results are masked at the store), and a ragged last K tile
 (EVEN_K False) is masked, its B scales replaced by 1.0 so that padding garbage cannot reach
@@ -269,4 +270,5 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
             c.stride(0), m * n, n,
             block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
             k % split_size == 0, cache_modifier, quantizer, quant_fast_path, prequantized, num_xcds,
-            store_modifier, splitk_sync, threads, scales_first, a_rows(m, block_m))
+            store_modifier, splitk_sync, threads, scales_first,
+            block_m if prequantized else a_rows(m, block_m))

@@ -67,7 +67,8 @@ def test_the_interpreter_takes_gfx950s_file_entries():
 
 def test_a_file_round_trips_and_a_later_entry_for_the_same_key_replaces_the_earlier(tmp_path):
     path = tmp_path / "tuned.json"
-    first = [file_entry("gfx950", N, K, config(quantize_a_once=True, num_warps=8), "a", m_bucket=2048),
+    first = [file_entry("gfx950", N, K, config(quantize_a_once=True, num_warps=8), "a",
+                        m_bucket=2048),
              file_entry("sm_90", N, K, config(split_k=2, split_k_reduce="last_program"), "b", m=7)]
     write_configs(path, first)
     write_configs(path, [file_entry("gfx950", N, K, config(block_m=64), "c", m_bucket=2048)])
@@ -207,7 +208,8 @@ def test_tools_tune_writes_its_winners_as_bucket_entries_that_load(tmp_path):
     from tools.tune import write_file_entries
     winner = config(block_m=128, num_warps=8, quantize_a_once=True)
     result = {"config": vars(winner)}
-    write_file_entries("sm_90", {(1500, N, K): (result, "tools.tune: 12.3 µs")}, tmp_path / "t.json")
+    write_file_entries("sm_90", {(1500, N, K): (result, "tools.tune: 12.3 µs")},
+                       tmp_path / "t.json")
     load_configs(tmp_path / "t.json")
     assert config_lookup("sm_90", 1025, N, K) == (winner, "bucket")
     entry, = json.loads((tmp_path / "t.json").read_text())["entries"]

@@ -202,8 +202,8 @@ def parse_m_list(text: str) -> tuple:
 
 
 def parse_model_shapes(words, ms, option: str = "--shapes") -> list:
-    """--shapes words (given to `option`) where a model name or N,K stands for (M, N, K) with
-    each M of `ms`, the others as parse_plain_shapes -> [(m, n, k)], each once, in order."""
+    """`option`'s words, where a model name or N,K stands for (M, N, K) with each M of `ms`,
+    the others as parse_plain_shapes -> [(m, n, k)], each once, in order."""
     from tools.model_shapes import MODEL_LAYERS, model_pairs
     found = []
     for word in words:
@@ -217,8 +217,9 @@ def parse_model_shapes(words, ms, option: str = "--shapes") -> list:
             try:
                 shapes = parse_plain_shapes([word], option)
             except UsageError:
+                models = ", ".join(MODEL_LAYERS)
                 raise UsageError(f"{option}: expected one of {', '.join(SHAPE_SETS)}, M,N,K, "
-                                 f"N,K or a model ({', '.join(MODEL_LAYERS)}); got {word!r}") from None
+                                 f"N,K or a model ({models}); got {word!r}") from None
         else:
             for n, k in pairs:
                 try:

@@ -16,9 +16,10 @@ held-out error. --sweep searches each given shape's config space by modelled tim
 with every M of --m), it compares instead a few configs of the fused GEMM and of the
 quantize-once path per shape (tools.gfx950.paths) and prints per shape the chosen path and
 config, its modelled µs and the MFMA bound (tools.gfx950.mfma). --configs FILE merges each
-shape's best into a tuned-shapes file (launchers.tuned_shapes) as the entry of its M bucket. With --asm-dir, each row's assembly is
-written there and the row names its file ("asm"). --compare-tritons compiles the table with
-each release and both quantizers and prints a markdown table of them side by side.
+shape's best into a tuned-shapes file (launchers.tuned_shapes) as the entry of its M
+bucket. With --asm-dir, each row's assembly is written there and the row names its file
+("asm"). --compare-tritons compiles the table with each release and both quantizers and prints
+a markdown table of them side by side.
 
 The compiler is Triton --triton (default 3.6.0, the leaderboard runner's). When the running
 Triton is another release, the tool installs that one into ROOT/.triton/<version> on first use

@@ -11,7 +11,9 @@ not compile or walk carries its "error" and is not kept).
 
 `modelled_us(call)` is the one place a call's modelled time comes from here: the worst member
 of the model family (tools.gfx950.model.calibrated(), Family.worst), with the busiest SIMD's
-MFMA clocks, which no member sees, as a floor above the harness and HBM time. `best(calls)` picks each shape's
+MFMA clocks, which no member sees, as a floor above the harness and HBM time. The quantizer's
+work over all N tiles is in the family's terms: the walked path of every program of the fused
+GEMM holds its quantizer. `best(calls)` picks each shape's
 fastest eligible call of each path and of both; `format_paths` prints them beside the MFMA
 bound (tools.gfx950.mfma.mfma_bound_us).
 """
