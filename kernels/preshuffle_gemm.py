@@ -30,8 +30,9 @@ XCD has its own L2); STORE_MODIFIER is the cache modifier of the C and partials 
 (e.g. ".wt").
 A_ROWS: the rows of A each program loads and quantizes, BLOCK_M or, where M is smaller (one
 row of tiles), the power of two at or above M: its codes and scales are then repeated to
-BLOCK_M rows for the MFMA, so no program quantizes a row of A twice. A prequantized A takes
-BLOCK_M rows (repeating loaded codes trips an assertion in Triton 3.6's AMD matmul lowering).
+BLOCK_M rows for the MFMA, so no program quantizes a row of A twice. A prequantized A on AMD
+takes BLOCK_M rows (repeating loaded codes trips an assertion in Triton 3.6's AMD matmul
+lowering; launchers.gemm passes A_ROWS).
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). No load leaves its tensor: rows past
 M or N wrap onto valid rows (their results are masked at the store), and a ragged last K tile
 (EVEN_K False) is masked, its B scales replaced by 1.0 so that padding garbage cannot reach
@@ -253,7 +254,8 @@ def gemm_grid(m: int, n: int, block_m: int, block_n: int, splits: int) -> tuple:
 def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
                    block_n, block_k, group_m, splits, split_size, reduce_in_gemm, cache_modifier,
                    quantizer="software", quant_fast_path=True, a_scales=None, num_xcds=1,
-                   store_modifier=None, splitk_sync="acq_rel", threads=1, scales_first=True):
+                   store_modifier=None, splitk_sync="acq_rel", threads=1, scales_first=True,
+                   rows=None):
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
     a is bf16 [M, K], or with a_scales given the codes uint8 [M, K/2] of a quantized A. b and
@@ -261,7 +263,7 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
     column stride. partials (fp32 [splits, M, N], contiguous) and counters (int32 [tiles],
     zero) are read only when splits > 1 (counters only with reduce_in_gemm); pass c where
     they are unused. splitk_sync: "acq_rel" or "write_through" (AMD), see the kernel's text;
-    threads: the program's thread count (a power of two).
+    threads: the program's thread count (a power of two); rows: A_ROWS (default a_rows).
     """
     prequantized = a_scales is not None
     scales = a_scales if prequantized else a
@@ -271,4 +273,4 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
             block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
             k % split_size == 0, cache_modifier, quantizer, quant_fast_path, prequantized, num_xcds,
             store_modifier, splitk_sync, threads, scales_first,
-            block_m if prequantized else a_rows(m, block_m))
+            a_rows(m, block_m) if rows is None else rows)

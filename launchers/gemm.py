@@ -27,7 +27,7 @@ import torch
 from kernels import formats
 from kernels.quantize import (checked_quantizer, quantize_kernel, quantize_launch,
                               quantized_outputs)
-from kernels.preshuffle_gemm import (gemm_arguments, gemm_grid, gemm_tiles,
+from kernels.preshuffle_gemm import (a_rows, gemm_arguments, gemm_grid, gemm_tiles,
                                      preshuffle_gemm_kernel, scales_view, weight_view)
 from kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
 from launchers.bypass import KernelLaunch, aligned, backend_options
@@ -63,6 +63,13 @@ def _partials(m, n, splits, device):
 
 def threads_per_program(config: GemmConfig, backend: str) -> int:
     return WARP_SIZE.get(backend, 32) * config.num_warps
+
+
+def program_rows(config: GemmConfig, backend: str, m: int, a_prequantized: bool) -> int:
+    """The GEMM's A_ROWS: kernels.preshuffle_gemm.a_rows, but BLOCK_M for a prequantized A on
+    AMD, where Triton 3.6 cannot lower repeated loaded codes (an assertion in its matmul
+    lowering, seen cross-compiling for gfx950)."""
+    return config.block_m if a_prequantized and backend == "hip" else a_rows(m, config.block_m)
 
 
 def splitk_sync(backend: str) -> str:
@@ -130,7 +137,8 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                store_modifier=config.store_modifier,
                                splitk_sync=splitk_sync(backend),
                                threads=threads_per_program(config, backend),
-                               scales_first=config.loads_b_scales_first)
+                               scales_first=config.loads_b_scales_first,
+                               rows=program_rows(config, backend, m, a_prequantized))
     specs.append(LaunchSpec("gemm", preshuffle_gemm_kernel,
                             gemm_grid(m, n, config.block_m, config.block_n, splits),
                             backend_options(backend, num_warps=config.num_warps,

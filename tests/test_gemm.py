@@ -574,6 +574,7 @@ def test_a_program_quantizes_only_the_rows_of_a_there_are(m, block_m, rows):
     spec, = gemm_module.launch_specs(GemmConfig(block_m, 64, 256), "hip", m, 64, 512, (512, 1),
                                      "meta")
     assert spec.sample_args[spec.kernel.arg_names.index("A_ROWS")] == rows
-    prequantized, = gemm_module.launch_specs(GemmConfig(block_m, 64, 256), "hip", m, 64, 512,
-                                             (512, 1), "meta", a_prequantized=True)
-    assert prequantized.sample_args[spec.kernel.arg_names.index("A_ROWS")] == block_m
+    for backend, want in (("hip", block_m), ("cuda", rows)):
+        prequantized, = gemm_module.launch_specs(GemmConfig(block_m, 64, 256), backend, m, 64,
+                                                 512, (512, 1), "meta", a_prequantized=True)
+        assert prequantized.sample_args[spec.kernel.arg_names.index("A_ROWS")] == want
