@@ -109,3 +109,15 @@ def test_the_table_names_each_large_m_shape_modelled_past_the_target():
     assert summary.startswith("From M = 2048 on, 1 of 2 shapes")
     assert "2048×4096×512" in summary and "8192×57344×8192" not in summary
     assert "8×1024×512" not in summary
+
+
+def test_the_modelled_range_spans_the_familys_members_and_its_high_end_decides():
+    data, family = model.calibrated()
+    shape = (2048, 4096, 4096)
+    few = call("quantize-once", shape, 30_000, 0, launches=2)
+    low, high = paths.modelled_range(few)
+    found = family.range(model.Call(shape, 30_100, 2, 256, 3, (121_728, 121_728)), data)
+    assert (low, high) == (round(found.low, 2), round(found.high, 2))
+    assert low < high == paths.modelled_us(few)
+    (row,) = paths.path_rows([few])
+    assert row[4:6] == (high, low)

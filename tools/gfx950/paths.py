@@ -9,8 +9,9 @@ quantizer fast path). Compiled figures are kept in CACHE, keyed by the Triton re
 kernels' sources and the call, so a second sweep compiles only what changed (a launch that did
 not compile or walk carries its "error" and is not kept).
 
-`modelled_us(call)` is the one place a call's modelled time comes from here: the worst member
-of the model family (tools.gfx950.model.calibrated(), Family.worst), with the busiest SIMD's
+`modelled_range(call)` is the one place a call's modelled time comes from here, and
+`modelled_us(call)` its high end: the model family's members at either end
+(tools.gfx950.model.calibrated(), Family.range), with the busiest SIMD's
 MFMA clocks, which no member sees, as a floor above the harness and HBM time. The quantizer's
 work over all N tiles is in the family's terms: the walked path of every program of the fused
 GEMM holds its quantizer. `best(calls)` picks each shape's
@@ -108,23 +109,30 @@ def call_figures(shape, config: GemmConfig, quantizer: str) -> dict:
             "eligible": eligible(rows), "launches": launches}
 
 
-def modelled_us(call: dict) -> float:
-    """The call's modelled µs through the runner's harness (None where a launch was not
-    walked): the model family's worst member, or the harness and HBM time plus the MFMA clocks
-    of the busiest SIMD of each launch where that is more."""
+def modelled_range(call: dict) -> tuple:
+    """(low, high): the call's modelled µs through the runner's harness under the model
+    family's most and least favourable members, each raised to the harness and HBM time plus
+    the MFMA clocks of the busiest SIMD of each launch where that is more; None where a launch
+    was not walked."""
     launches = call["launches"]
     if any("busiest_simd_issue" not in launch for launch in launches):
         return None
     shape = tuple(call["shape"])
     gemm = next(launch for launch in launches if launch["kernel"] == "gemm")
     data, family = model.calibrated()
-    call = model.Call(shape, sum(l["busiest_simd_issue"] for l in launches), len(launches),
-                      gemm["workgroups"], sum(l["global_round_trips"] for l in launches),
-                      tuple(map(sum, zip(*(l["busiest_simd_cycles"] for l in launches)))))
-    fitted = family.worst(call, data)
+    figures = family.range(model.Call(
+        shape, sum(l["busiest_simd_issue"] for l in launches), len(launches), gemm["workgroups"],
+        sum(l["global_round_trips"] for l in launches),
+        tuple(map(sum, zip(*(l["busiest_simd_cycles"] for l in launches))))), data)
     mfma_floor = model.floor_us(shape, data) + mfma.clocks_us(
         sum(l["busiest_simd_mfma_clocks"] for l in launches))
-    return round(max(fitted, mfma_floor), 2)
+    return round(max(figures.low, mfma_floor), 2), round(max(figures.high, mfma_floor), 2)
+
+
+def modelled_us(call: dict) -> float:
+    """The call's modelled µs: the high end of modelled_range (None where it has none)."""
+    found = modelled_range(call)
+    return None if found is None else found[1]
 
 
 def sweep(shapes, quantizer: str, cache: Path = CACHE) -> list:
@@ -176,25 +184,26 @@ def times_quantized(shape, config: GemmConfig) -> float:
 
 
 def path_rows(calls) -> list:
-    """Per shape: (shape, chosen path, its config label, times A is quantized, modelled µs,
-    the best fused call's µs, the best quantize-once call's µs, MFMA bound µs, modelled /
-    bound)."""
+    """Per shape: (shape, chosen path, its config label, times A is quantized, modelled µs (the
+    family's worst), its low end, the best fused call's µs, the best quantize-once call's µs,
+    MFMA bound µs, modelled / bound)."""
     rows = []
     for shape, entry in best(calls).items():
         chosen, bound = entry["chosen"], mfma.mfma_bound_us(*shape)
         config = GemmConfig(**chosen["config"])
         rows.append((shape, chosen["path"], config.label, times_quantized(shape, config),
-                     modelled_us(chosen), _us(entry["fused"]), _us(entry["quantize-once"]),
-                     bound, modelled_us(chosen) / bound))
+                     modelled_us(chosen), modelled_range(chosen)[0], _us(entry["fused"]),
+                     _us(entry["quantize-once"]), bound, modelled_us(chosen) / bound))
     return rows
 
 
 def format_paths(calls) -> str:
-    lines = [f"{'shape':<18} {'path':<13} {'config':<36} {'A x':>6} {'model µs':>9} "
+    lines = [f"{'shape':<18} {'path':<13} {'config':<36} {'A x':>6} {'model µs':>15} "
              f"{'fused':>9} {'q-once':>9} {'bound µs':>9} {'x bound':>7}"]
-    for shape, path, label, times, us, fused, once, bound, ratio in path_rows(calls):
+    for shape, path, label, times, us, low, fused, once, bound, ratio in path_rows(calls):
         lines.append(f"{'x'.join(map(str, shape)):<18} {path:<13} {label:<36} {times:>6.1f} "
-                     f"{us:>9.2f} {fused:>9} {once:>9} {bound:>9.2f} {ratio:>7.2f}")
+                     f"{f'{low:.2f}–{us:.2f}':>15} {fused:>9} {once:>9} {bound:>9.2f} "
+                     f"{ratio:>7.2f}")
     return "\n".join(lines)
 
 
@@ -221,14 +230,14 @@ def paths_markdown(calls) -> str:
     for name, model_layers in MODEL_LAYERS.items():
         for layer, pair in model_layers.items():
             layers.setdefault(pair, []).append(f"{name} {layer}")
-    lines = ["| M×N×K | layer | path | config | A quantized × | modelled µs | fused µs "
+    lines = ["| M×N×K | layer | path | config | A quantized × | modelled µs (low–**worst**) | fused µs "
              "| quantize-once µs | MFMA bound µs | × bound |", "|---" * 10 + "|"]
     data, family = model.calibrated()
     missed, large = [], 0
-    for shape, path, label, times, us, fused, once, bound, ratio in path_rows(calls):
+    for shape, path, label, times, us, low, fused, once, bound, ratio in path_rows(calls):
         m, n, k = shape
         lines.append(f"| {m}×{n}×{k} | {', '.join(layers.get((n, k), []))} | {path} | {label} "
-                     f"| {times:g} | **{us:.2f}** | {fused} | {once} | {bound:.2f} "
+                     f"| {times:g} | {low:.2f}–**{us:.2f}** | {fused} | {once} | {bound:.2f} "
                      f"| {ratio:.2f} |")
         if m >= TARGET_FROM_M:
             large += 1
@@ -238,7 +247,9 @@ def paths_markdown(calls) -> str:
     lines += ["", f"From M = {TARGET_FROM_M} on, {large - len(missed)} of {large} shapes are "
                   f"modelled within {TARGET_RATIO}× of the MFMA bound"
                   + (f"; not: {', '.join(missed)}." if missed else "."),
-              "", f"Modelled µs: `tools.gfx950.paths.modelled_us`, the worst of the "
-                  f"`tools.gfx950.model` family ({', '.join(family.fits)}), or the harness and "
-                  f"HBM time plus the busiest SIMD's MFMA clocks where that is more."]
+              "", f"Modelled µs: `tools.gfx950.paths.modelled_range`, the most and least "
+                  f"favourable members of the `tools.gfx950.model` family "
+                  f"({', '.join(family.fits)}), each raised to the harness and HBM time plus "
+                  f"the busiest SIMD's MFMA clocks where that is more; the path, the config and "
+                  f"the ratio to the bound go by the worst."]
     return "\n".join(lines)
