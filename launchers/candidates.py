@@ -32,9 +32,9 @@ _SPLIT_K14 = {'block_m': 16, 'block_n': 128, 'split_k': 14, 'split_k_reduce': 'l
 CANDIDATES = {
     'gfx950': {
         (4, 2880, 512): [
-            dict(_K512_NARROW, block_k=512, num_warps=2, waves_per_eu=2),   # the issue and round-trip members' best
-            dict(_K512_NARROW, block_k=512, waves_per_eu=2),                # the entry before the family
-            {'block_m': 16, 'block_n': 128, 'block_k': 512, 'cache_modifier': '.cg'},
+            dict(_K512_NARROW, block_k=512, waves_per_eu=2),                # the issue and round-trip members' best
+            dict(_K512_NARROW, block_k=512, num_warps=2, waves_per_eu=2),
+            {'block_m': 16, 'block_n': 64, 'block_k': 512, 'num_warps': 2, 'cache_modifier': '.cg', 'waves_per_eu': 2},
             {'block_m': 16, 'block_n': 32, 'block_k': 256, 'split_k': 2, 'split_k_reduce': 'last_program', 'num_warps': 2},
             {'block_m': 16, 'block_n': 64, 'block_k': 512, 'cache_modifier': '.cg'},
         ],

@@ -42,7 +42,7 @@ def test_stage_one_counts_k_tiles_per_split_not_per_shape():
 def _row(**changes):
     row = dict(quantizer="hardware", critical_path={"issue": 500}, scratch_bytes=0,
                vgpr_spills=0, sgpr_spills=0, hazards=[], release_ordered=True,
-               fast_path_instructions_per_element=search.MAX_FAST_PATH_INSTRUCTIONS["hardware"])
+               fast_path_instructions_per_tile_element=search.MAX_FAST_PATH_INSTRUCTIONS["hardware"])
     row.update(changes)
     return row
 
@@ -53,7 +53,7 @@ HAZARD = dict(hazard="VALUWriteVgprReadlane", line=120, instruction="v_cvt_scale
 
 def test_a_clean_call_at_the_fast_path_bar_is_eligible():
     assert search.eligible([_row()])
-    assert search.eligible([_row(quantizer="software", fast_path_instructions_per_element=40.0)])
+    assert search.eligible([_row(quantizer="software", fast_path_instructions_per_tile_element=40.0)])
 
 
 @pytest.mark.parametrize("change", [
@@ -63,7 +63,7 @@ def test_a_clean_call_at_the_fast_path_bar_is_eligible():
     dict(sgpr_spills=1),
     dict(release_ordered=False),
     dict(error="compile failed"),
-    dict(fast_path_instructions_per_element=search.MAX_FAST_PATH_INSTRUCTIONS["hardware"] + 0.1),
+    dict(fast_path_instructions_per_tile_element=search.MAX_FAST_PATH_INSTRUCTIONS["hardware"] + 0.1),
 ], ids=["hazard", "scratch", "vgpr-spill", "sgpr-spill", "not-release-ordered", "error",
         "fast-path-past-the-bar"])
 @pytest.mark.parametrize("which", [0, 1], ids=["gemm-row", "reduce-row"])

@@ -148,12 +148,13 @@ def fast_path_range(rows) -> str:
 
 def fast_path_markdown(rows) -> str:
     from launchers.configs import GemmConfig
-    lines = ["| shape | config | whole quantizer (`q/elem`) | fast path (`q/fast`) |",
-             "|---|---|---|---|"]
+    lines = ["| shape | config | whole quantizer (`q/elem`) | fast path (`q/fast`) "
+             "| fast path per element of the MFMA's tile |", "|---|---|---|---|---|"]
     for row in _benchmark_gemm_rows(rows):
         lines.append(f"| {_shape(row['shape'])} | {GemmConfig(**row['config']).label} | "
                      f"{row['quantizer_instructions_per_element']} | "
-                     f"{row['fast_path_instructions_per_element']} |")
+                     f"{row['fast_path_instructions_per_element']} | "
+                     f"{row['fast_path_instructions_per_tile_element']} |")
     return "\n".join(lines)
 
 

@@ -71,10 +71,11 @@ def candidate_configs(shape) -> list:
 
 
 def _sources_digest() -> str:
-    """The Triton release and the sources of the kernels and of the walk that reads them."""
+    """The Triton release and the sources of the kernels and of the tools that read them."""
     digest = hashlib.sha256(triton.__version__.encode())
     sources = sorted((ROOT / "kernels").glob("*.py")) + [
-        ROOT / "tools" / "gfx950" / name for name in ("critical_path.py", "assembly.py")]
+        ROOT / "tools" / "gfx950" / name
+        for name in ("critical_path.py", "assembly.py", "report.py", "search.py", "mfma.py")]
     for path in sources:
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

@@ -29,7 +29,9 @@ instructions one wave runs per K tile) and:
   instruction whose chain holds a line of the `else` branch of `if fast:` in
   quantize_tile_mxfp4): what a tile of ordinary values (no NaN, inf or extreme block amax)
   spends. LLVM may merge or move instructions across the branch; the attribution follows
-  their .loc.
+  their .loc. "fast_path_instructions_per_tile_element": the same over the BLOCK_M rows of
+  the tile the MFMA takes (equal where A_ROWS is BLOCK_M): the quantizer's budget, which a
+  program quantizing fewer rows may spend on fewer elements.
 - "mfma_replication": the MFMA work the workgroup issues (static count x MFMA M*N*K x waves,
   scaled MFMAs or, where Triton lowers dot_scaled to them, bf16 ones) over the tile's
   BLOCK_M*BLOCK_N*BLOCK_K; 1 means no wave repeats another's products.
@@ -192,7 +194,8 @@ def k_tiles_per_program(config, k: int) -> int:
 
 def per_k_tile(program, project: dict, config, m: int, k: int) -> dict:
     """Quantizer instructions per A element per lane (the rows a program quantizes:
-    kernels.preshuffle_gemm.a_rows), and MFMA replication, per K tile."""
+    kernels.preshuffle_gemm.a_rows), its fast path's per element of the BLOCK_M-row tile the
+    MFMA takes, and MFMA replication, per K tile."""
     loop = k_loop(program)
     body = program.instructions if loop is None else program.instructions[loop[0]:loop[1] + 1]
     k_tiles = 1 if loop is not None else k_tiles_per_program(config, k)
@@ -214,6 +217,8 @@ def per_k_tile(program, project: dict, config, m: int, k: int) -> dict:
                 k_tile_instructions=round(len(body) / k_tiles, 1),
                 quantizer_instructions_per_element=round(quantizer / lane_elements, 1),
                 fast_path_instructions_per_element=round(fast / lane_elements, 1),
+                fast_path_instructions_per_tile_element=round(
+                    fast / lane_elements * a_rows(m, config.block_m) / config.block_m, 1),
                 mfma_replication=round(mfma_work * config.num_warps / k_tiles / needed, 2))
 
 

@@ -4,16 +4,17 @@
 reduce) with Triton's HIP backend and ranks them by their modelled µs under the worst member
 of the model family (so the first is the minimax call), in two stages:
   1. tiles: BLOCK_M x BLOCK_N x BLOCK_K and the split-K count (one launch: the splits summed
-     by the last program), with warps (_default_warps), stages, the B-load cache modifier and
-     waves_per_eu at the values below;
+     by the last program), with warps, stages, the B-load cache modifier and waves_per_eu at
+     the values below;
   2. around each of the REFINE_TOP best: one field changed at a time (warps, stages,
      waves_per_eu, a second launch for the split-K sum, the cache modifier, the XCD remap,
      the order of the B-scale load); repeated REFINE_ROUNDS times around the best so far, so
      that changes that pay together are found.
 A config is eligible when it compiles without spills or scratch, has no hazard, its in-kernel
 split-K reduce (if any) is release-ordered, and its quantizer's fast path spends at most
-MAX_FAST_PATH_INSTRUCTIONS per A element (short K tiles spread the quantizer's fixed costs
-over fewer elements); `ranked(calls)` orders the eligible calls, `members_best(calls)` gives
+MAX_FAST_PATH_INSTRUCTIONS per element of the BLOCK_M-row tile the MFMA takes (short K tiles
+spread the quantizer's fixed costs over fewer elements; a program that quantizes only the
+fewer rows M has keeps the full tile's budget); `ranked(calls)` orders the eligible calls, `members_best(calls)` gives
 each member's own best. The refinement goes around the REFINE_TOP calls of the ranking and
 around each member's best. The space is data (the tuples below); the table takes the minimax
 call, and the import-time candidates include each member's own best (launchers/candidates.py),
@@ -26,7 +27,6 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 from kernels import formats
-from kernels.preshuffle_gemm import a_rows
 from launchers.configs import GemmConfig
 from tools.gfx950.critical_path import CUS
 from tools.gfx950.report import call_rows
@@ -46,16 +46,8 @@ WORKERS = 2
 MAX_FAST_PATH_INSTRUCTIONS = {"hardware": 8.0, "hardware-f32": 9.0}   # per A element
 
 
-MIN_A_ELEMENTS_PER_LANE = 16   # fewer: the quantizer's fixed costs pass the fast-path bar
-
-
-def _default_warps(block_m: int, block_n: int, rows: int, block_k: int) -> int:
-    """8 warps for large tiles, else 4; halved while each lane would quantize fewer than
-    MIN_A_ELEMENTS_PER_LANE elements of the `rows` of A a program quantizes."""
-    warps = 8 if block_m * block_n >= 32 * 256 else 4
-    while warps > 1 and rows * block_k < MIN_A_ELEMENTS_PER_LANE * 64 * warps:
-        warps //= 2
-    return warps
+def _default_warps(block_m: int, block_n: int) -> int:
+    return 8 if block_m * block_n >= 32 * 256 else 4
 
 
 def tile_configs(shape) -> list:
@@ -72,7 +64,7 @@ def tile_configs(shape) -> list:
                 for split in SPLITS:
                     reduce = "last_program" if split > 1 else "kernel"
                     config = GemmConfig(bm, bn, bk, split_k=split, split_k_reduce=reduce,
-                                        num_warps=_default_warps(bm, bn, a_rows(m, bm), bk),
+                                        num_warps=_default_warps(bm, bn),
                                         cache_modifier=".cg")
                     splits, size = config.splits_for(k)
                     tiles = formats.cdiv(m, bm) * formats.cdiv(n, bn)
@@ -106,7 +98,7 @@ def eligible(rows) -> bool:
     return all("error" not in r and "critical_path" in r and not r["scratch_bytes"]
                and not r["vgpr_spills"] and not r["sgpr_spills"] and not r["hazards"]
                and r.get("release_ordered", True)
-               and r.get("fast_path_instructions_per_element", 0) <= bar for r in rows)
+               and r.get("fast_path_instructions_per_tile_element", 0) <= bar for r in rows)
 
 
 def ranked(calls) -> list:
