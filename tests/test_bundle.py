@@ -277,22 +277,42 @@ def test_an_import_cycle_is_refused(tmp_path):
         bundle_module.module_order(tmp_path)
 
 
-def test_git_tracked_files_are_told_from_the_rest(tmp_path):
-    assert bundle_module.tracked_by_git(bundle_module.ROOT / "submission.py")
-    assert bundle_module.tracked_by_git(bundle_module.ROOT / "kernels" / "quantize.py")
-    assert not bundle_module.tracked_by_git(bundle_module.ROOT / "dist" / "submission.py")
-    assert not bundle_module.tracked_by_git(tmp_path / "submission.py")
+@pytest.fixture
+def repository(tmp_path):
+    """A git repository with submission.py and launchers/configs.py tracked, dist/ not."""
+    root = tmp_path / "repo"
+    (root / "launchers").mkdir(parents=True)
+    (root / "docs").mkdir()
+    for name in ("submission.py", "launchers/configs.py", "docs/a.md", "untracked.py"):
+        (root / name).write_text("")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "submission.py", "launchers/configs.py",
+                    "docs/a.md"], check=True)
+    return root
+
+
+def test_git_tracked_files_are_told_from_the_rest(repository, tmp_path):
+    tracked = bundle_module.tracked_by_git
+    assert tracked(repository / "submission.py", repository)
+    assert tracked(repository / "launchers" / "configs.py", repository)
+    assert not tracked(repository / "untracked.py", repository)
+    assert not tracked(repository / "dist" / "submission.py", repository)
+    assert not tracked(tmp_path / "submission.py", repository)          # outside it
+    assert not tracked(tmp_path / "submission.py", tmp_path)            # no repository
 
 
 @pytest.mark.parametrize("word, refused", [
     ("dist/submission.py", None),
+    ("untracked.py", None),
     ("submission.py", "submission.py is a file of the repository"),
     ("launchers/configs.py", "launchers/configs.py is a file of the repository"),
     ("docs", "docs is a directory; name a file"),
 ])
-def test_the_output_is_neither_a_tracked_file_nor_a_folder(word, refused, monkeypatch):
+def test_the_output_is_neither_a_tracked_file_nor_a_folder(repository, word, refused,
+                                                            monkeypatch):
     import argparse
-    monkeypatch.chdir(bundle_module.ROOT)
+    monkeypatch.setattr(bundle_module, "ROOT", repository)
+    monkeypatch.chdir(repository)
     if refused is None:
         assert bundle_module.bundle_output(word) == word
     else:
