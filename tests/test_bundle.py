@@ -327,3 +327,33 @@ def test_the_header_names_only_the_problems_leaderboard_and_gpu():
     actions = {a.dest: a for a in parser._actions}
     assert list(actions["leaderboard"].choices) == ["amd-mxfp4-mm"]
     assert list(actions["gpu"].choices) == ["MI355X"]
+
+
+def test_main_writes_the_bundle_where_o_says_making_its_folders(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(bundle_module, "build_bundle",
+                        lambda root, leaderboard, gpu: f"# {leaderboard} {gpu}\n")
+    monkeypatch.setattr(bundle_module, "module_order", lambda root: ["kernels.formats", "submission"])
+    out = tmp_path / "new" / "bundle.py"
+    assert bundle_module.main(["-o", str(out)]) == 0
+    assert out.read_text() == "# amd-mxfp4-mm MI355X\n"
+    assert capsys.readouterr().out == f"wrote {out} (22 bytes) from kernels.formats, submission\n"
+
+
+def test_main_reports_a_bundle_error_in_one_line_and_writes_nothing(monkeypatch, tmp_path,
+                                                                     capsys):
+    def failing(root, leaderboard, gpu):
+        raise BundleError("kernels/x.py:3: chr( is not allowed")
+    monkeypatch.setattr(bundle_module, "build_bundle", failing)
+    out = tmp_path / "bundle.py"
+    assert bundle_module.main(["-o", str(out)]) == 1
+    assert capsys.readouterr().err == "tools.bundle: kernels/x.py:3: chr( is not allowed\n"
+    assert not out.exists()
+
+
+def test_every_option_has_the_help_docs_tools_md_shows():
+    import re
+    from tools import docs
+    tools_md = (ROOT / "docs" / "tools.md").read_text()
+    shown = re.search(r"options:tools\.bundle -->\n(.*?)\n<!-- end", tools_md, re.S).group(1)
+    assert shown == docs.options_markdown("tools.bundle")
+    assert all(action.help for action in bundle_module.build_parser()._actions)
