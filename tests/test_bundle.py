@@ -357,3 +357,20 @@ def test_every_option_has_the_help_docs_tools_md_shows():
     shown = re.search(r"options:tools\.bundle -->\n(.*?)\n<!-- end", tools_md, re.S).group(1)
     assert shown == docs.options_markdown("tools.bundle")
     assert all(action.help for action in bundle_module.build_parser()._actions)
+
+
+def test_a_modules_docstring_is_dropped_and_every_other_statement_kept(tmp_path):
+    (tmp_path / "submission.py").write_text(
+        '"""The entry\'s docstring."""\nimport torch\nX = "kept"\n"""a later string"""\n\n'
+        'def custom_kernel(data):\n    """Its docstring."""\n    return data\n')
+    text = build_bundle(tmp_path)
+    assert "The entry's docstring." not in text
+    for kept in ("X = 'kept'", "'a later string'", "Its docstring.", "import torch"):
+        assert kept in text, kept
+
+
+def test_a_module_that_does_not_parse_is_named(tmp_path):
+    (tmp_path / "submission.py").write_text("def custom_kernel(data:\n")
+    with pytest.raises(SyntaxError) as error:
+        build_bundle(tmp_path)
+    assert error.value.filename == str(tmp_path / "submission.py")

@@ -905,3 +905,83 @@ def test_every_option_has_the_help_docs_tools_md_shows():
     shown = re.search(r"options:tools\.evaluate -->\n(.*?)\n<!-- end", tools_md, re.S).group(1)
     assert shown == docs.options_markdown("tools.evaluate")
     assert all(action.help for action in evaluate.build_parser()._actions)
+
+
+def test_profile_mode_sends_each_shapes_table_and_check(fake_child):
+    run, _ = fake_child
+    run([], lambda data: data[0] + 1)                        # installs the fake modules
+    got = []
+    job = dict(workdir=str(evaluate.ROOT), root=str(evaluate.ROOT), isolated=False,
+               mode="profile", specs=SPECS, clear_bytes=4, max_wall_s=1.0, max_calls=1)
+    assert evaluate._child_run(job, lambda kind, **fields: got.append((kind, fields))) == 0
+    results = [fields for kind, fields in got if kind == "result"]
+    assert [(r["index"], r["ok"]) for r in results] == [(0, True), (1, True)]
+    assert all("Self CPU" in r["table"] for r in results)
+
+
+def test_test_mode_sends_each_shapes_own_seconds(fake_child, monkeypatch):
+    run, _ = fake_child
+    ticks = iter(range(10 ** 6, 10 ** 7))                    # a clock one second a reading
+    monkeypatch.setattr(evaluate.time, "perf_counter", lambda: float(next(ticks)))
+    messages = run(SPECS, lambda data: data[0] + 1)
+    seconds = [fields["seconds"] for kind, fields in messages if kind == "result"]
+    assert len(seconds) == 2 and all(0 < s < 10 for s in seconds), seconds
+
+
+def test_the_timed_loop_clears_the_bytes_asked_and_warms_up_at_the_warm_up_cap(
+        fake_child, fake_gpu, monkeypatch):
+    """--clear-bytes of fp32 each timed call; without --max-calls the warm-up runs
+    MAX_CALLS["warmup"] calls and each shape its mode's cap; a GPU's L2 size reaches the parent."""
+    run, _ = fake_child
+    run([], lambda data: data[0] + 1)
+    monkeypatch.setattr(evaluate, "MIN_CALLS", 10 ** 6)
+    monkeypatch.setattr(evaluate, "MAX_CALLS", {"benchmark": 2, "leaderboard": 2, "warmup": 3})
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "Fake GPU")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: types.SimpleNamespace(L2_cache_size=1 << 20))
+    cleared = []
+    real_randn = torch.randn
+    monkeypatch.setattr(torch, "randn", lambda numel, **k: cleared.append(numel) or real_randn(1))
+    got = []
+    job = dict(workdir=str(evaluate.ROOT), root=str(evaluate.ROOT), isolated=False,
+               mode="benchmark", specs=[dict(m=2, n=16, k=4, seed=3)], clear_bytes=400,
+               max_wall_s=1e9, max_calls=0)
+    evaluate._child_run(job, lambda kind, **fields: got.append((kind, fields)))
+    assert got[0][1]["device"] == "Fake GPU" and got[0][1]["l2_bytes"] == 1 << 20
+    assert got[1][1]["stats"]["n"] == 3 and got[2][1]["stats"]["n"] == 2
+    assert cleared == [100] * 5
+
+
+def test_the_plot_draws_each_timed_shape_beside_its_baseline(monkeypatch, tmp_path):
+    """write_plot through a stand-in for matplotlib that records what is drawn."""
+    drawn = []
+
+    class Axes:
+        def __getattr__(self, name):
+            return lambda *args, **kwargs: drawn.append((name, args, kwargs))
+
+    class Figure(Axes):
+        pass
+    figure, axes = Figure(), Axes()
+    pyplot = types.SimpleNamespace(subplots=lambda figsize: (figure, axes),
+                                   close=lambda fig: drawn.append(("close", (fig,), {})))
+    matplotlib = types.SimpleNamespace(use=lambda backend: None, pyplot=pyplot)
+    monkeypatch.setitem(sys.modules, "matplotlib", matplotlib)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", pyplot)
+    rows = [dict(m=4, n=64, k=256, stats=dict(mean=2.0, best=1.5, worst=3.0), baseline_us=8.0),
+            dict(m=8, n=64, k=256, stats=None, baseline_us=9.0),
+            dict(m=16, n=64, k=256, stats=dict(mean=4.0, best=4.0, worst=5.0), baseline_us=None)]
+    path = tmp_path / "plot.png"
+    evaluate.write_plot(path, rows, {"mean_us": 2.828}, "title")
+    calls = {name: (args, kwargs) for name, args, kwargs in drawn if name != "bar"}
+    bars = [(args, kwargs) for name, args, kwargs in drawn if name == "bar"]
+    assert bars[0][0] == ([-0.2, 0.8], [2.0, 4.0], 0.4)
+    assert bars[0][1]["yerr"] == [[0.5, 0.0], [1.0, 1.0]]
+    assert bars[1][0] == ([0.2, 1.2], [8.0, 0.0], 0.4)
+    assert calls["set_xticklabels"][0] == (["4x64x256", "16x64x256"],)
+    assert calls["set_ylabel"][0] == ("µs",)
+    assert calls["set_title"][0] == ("title: geomean 2.828 µs",)
+    assert calls["savefig"] == ((path,), {"dpi": 120}) and calls["close"][0] == (figure,)
