@@ -2,6 +2,7 @@
 Hypothesis profile, and (interpreter only) a guard that fails any access outside its tensor."""
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -122,3 +123,29 @@ def bounds_guard(monkeypatch):
     guarded("create_atomic_cas", "atomic_cas", 0, None)
     yield guard
     assert not guard.violations, guard.violations[0]
+
+
+class FlushRecorder:
+    """A stdout that records each write and each flush, in order: what a pipe would see, and
+    when. Installed in the test's body (pytest's capture takes sys.stdout back after setup)."""
+
+    def __init__(self):
+        self.events = []
+
+    def write(self, text):
+        self.events.append(("write", text))
+
+    def flush(self):
+        self.events.append(("flush", None))
+
+    def flushed_lines(self) -> list:
+        """The lines written and then flushed before anything else was written."""
+        lines, pending = [], ""
+        for kind, text in self.events:
+            if kind == "write":
+                pending += text
+            else:
+                lines += [line for line in pending.split("\n") if line]
+                pending = ""
+        return lines
+

@@ -277,22 +277,42 @@ def test_an_import_cycle_is_refused(tmp_path):
         bundle_module.module_order(tmp_path)
 
 
-def test_git_tracked_files_are_told_from_the_rest(tmp_path):
-    assert bundle_module.tracked_by_git(bundle_module.ROOT / "submission.py")
-    assert bundle_module.tracked_by_git(bundle_module.ROOT / "kernels" / "quantize.py")
-    assert not bundle_module.tracked_by_git(bundle_module.ROOT / "dist" / "submission.py")
-    assert not bundle_module.tracked_by_git(tmp_path / "submission.py")
+@pytest.fixture
+def repository(tmp_path):
+    """A git repository with submission.py and launchers/configs.py tracked, dist/ not."""
+    root = tmp_path / "repo"
+    (root / "launchers").mkdir(parents=True)
+    (root / "docs").mkdir()
+    for name in ("submission.py", "launchers/configs.py", "docs/a.md", "untracked.py"):
+        (root / name).write_text("")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "submission.py", "launchers/configs.py",
+                    "docs/a.md"], check=True)
+    return root
+
+
+def test_git_tracked_files_are_told_from_the_rest(repository, tmp_path):
+    tracked = bundle_module.tracked_by_git
+    assert tracked(repository / "submission.py", repository)
+    assert tracked(repository / "launchers" / "configs.py", repository)
+    assert not tracked(repository / "untracked.py", repository)
+    assert not tracked(repository / "dist" / "submission.py", repository)
+    assert not tracked(tmp_path / "submission.py", repository)          # outside it
+    assert not tracked(tmp_path / "submission.py", tmp_path)            # no repository
 
 
 @pytest.mark.parametrize("word, refused", [
     ("dist/submission.py", None),
+    ("untracked.py", None),
     ("submission.py", "submission.py is a file of the repository"),
     ("launchers/configs.py", "launchers/configs.py is a file of the repository"),
     ("docs", "docs is a directory; name a file"),
 ])
-def test_the_output_is_neither_a_tracked_file_nor_a_folder(word, refused, monkeypatch):
+def test_the_output_is_neither_a_tracked_file_nor_a_folder(repository, word, refused,
+                                                            monkeypatch):
     import argparse
-    monkeypatch.chdir(bundle_module.ROOT)
+    monkeypatch.setattr(bundle_module, "ROOT", repository)
+    monkeypatch.chdir(repository)
     if refused is None:
         assert bundle_module.bundle_output(word) == word
     else:
@@ -307,3 +327,50 @@ def test_the_header_names_only_the_problems_leaderboard_and_gpu():
     actions = {a.dest: a for a in parser._actions}
     assert list(actions["leaderboard"].choices) == ["amd-mxfp4-mm"]
     assert list(actions["gpu"].choices) == ["MI355X"]
+
+
+def test_main_writes_the_bundle_where_o_says_making_its_folders(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(bundle_module, "build_bundle",
+                        lambda root, leaderboard, gpu: f"# {leaderboard} {gpu}\n")
+    monkeypatch.setattr(bundle_module, "module_order", lambda root: ["kernels.formats", "submission"])
+    out = tmp_path / "new" / "bundle.py"
+    assert bundle_module.main(["-o", str(out)]) == 0
+    assert out.read_text() == "# amd-mxfp4-mm MI355X\n"
+    assert capsys.readouterr().out == f"wrote {out} (22 bytes) from kernels.formats, submission\n"
+
+
+def test_main_reports_a_bundle_error_in_one_line_and_writes_nothing(monkeypatch, tmp_path,
+                                                                     capsys):
+    def failing(root, leaderboard, gpu):
+        raise BundleError("kernels/x.py:3: chr( is not allowed")
+    monkeypatch.setattr(bundle_module, "build_bundle", failing)
+    out = tmp_path / "bundle.py"
+    assert bundle_module.main(["-o", str(out)]) == 1
+    assert capsys.readouterr().err == "tools.bundle: kernels/x.py:3: chr( is not allowed\n"
+    assert not out.exists()
+
+
+def test_every_option_has_the_help_docs_tools_md_shows():
+    import re
+    from tools import docs
+    tools_md = (ROOT / "docs" / "tools.md").read_text()
+    shown = re.search(r"options:tools\.bundle -->\n(.*?)\n<!-- end", tools_md, re.S).group(1)
+    assert shown == docs.options_markdown("tools.bundle")
+    assert all(action.help for action in bundle_module.build_parser()._actions)
+
+
+def test_a_modules_docstring_is_dropped_and_every_other_statement_kept(tmp_path):
+    (tmp_path / "submission.py").write_text(
+        '"""The entry\'s docstring."""\nimport torch\nX = "kept"\n"""a later string"""\n\n'
+        'def custom_kernel(data):\n    """Its docstring."""\n    return data\n')
+    text = build_bundle(tmp_path)
+    assert "The entry's docstring." not in text
+    for kept in ("X = 'kept'", "'a later string'", "Its docstring.", "import torch"):
+        assert kept in text, kept
+
+
+def test_a_module_that_does_not_parse_is_named(tmp_path):
+    (tmp_path / "submission.py").write_text("def custom_kernel(data:\n")
+    with pytest.raises(SyntaxError) as error:
+        build_bundle(tmp_path)
+    assert error.value.filename == str(tmp_path / "submission.py")

@@ -1,6 +1,9 @@
 """tools.check: a run on a small shape, and usage errors in one line with exit code 2."""
 
+import sys
+
 import pytest
+from conftest import FlushRecorder
 
 from tools import check
 
@@ -129,3 +132,26 @@ def test_the_table_names_each_shapes_launch_splits_rung_and_config(fake_submissi
     assert rows[0].split() == ["4", "64", "256", "direct", "2", "software", "quantizer", "16x64x256",
                                "sk2/rk", "w4", "s1"]
     assert rows[1].split() == ["8", "96", "512", "standard", "1", "aiter", "aiter's", "own"]
+
+
+def test_progress_lines_reach_a_pipe_as_they_happen(fake_submission, monkeypatch):
+    """Each line is flushed when printed: through a pipe (block-buffered) a shape's start, and
+    the interpreter's notice, show before its minutes of work, not at the end."""
+    stdout = FlushRecorder()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert check.main(["--shapes", "4,64,256,7"]) == 0
+    flushed = stdout.flushed_lines()
+    assert flushed[0] == "no GPU: running through the Triton interpreter, which is slow"
+    assert flushed[1] == "    4    64   256 seed     7: started"
+    assert flushed[2].startswith("    4    64   256 seed     7: pass (")
+
+
+def test_every_option_has_the_help_docs_tools_md_shows():
+    import re
+    from pathlib import Path
+    from tools import docs
+    tools_md = (Path(check.__file__).resolve().parents[1] / "docs" / "tools.md").read_text()
+    shown = re.search(r"options:tools\.check -->\n(.*?)\n<!-- end", tools_md, re.S).group(1)
+    assert shown == docs.options_markdown("tools.check")
+    assert all(action.help for action in check.build_parser()._actions)

@@ -185,6 +185,23 @@ def test_readmes_cpu_snippet_runs():
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def test_the_readme_is_at_most_200_lines():
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+
+
+# The numpy warnings that the interpreter runs of the tests raise (pytest's warnings summary).
+INTERPRETER_WARNINGS = ("overflow encountered in multiply", "overflow encountered in matmul",
+                        "invalid value encountered in matmul",
+                        "invalid value encountered in multiply")
+
+
+def test_troubleshooting_explains_each_warning_of_the_interpreter_runs():
+    readme = (ROOT / "README.md").read_text()
+    troubleshooting = readme[readme.index("## Troubleshooting"):readme.index("## More")]
+    for message in INTERPRETER_WARNINGS:
+        assert f"`{message}`" in troubleshooting, message
+
+
 # ----------------------------------------------------------------------------- README's edges
 # What README's troubleshooting says of an unshuffled B and of an A that requires grad.
 

@@ -5,8 +5,10 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from conftest import FlushRecorder
 
 from launchers.configs import BENCHMARK_SHAPES, TEST_SHAPES
 from tools import evaluate
@@ -674,3 +676,312 @@ def test_the_first_failing_shape_ends_a_timed_run(fake_child, fake_gpu):
     assert [kind for kind, _ in got] == ["ready", "warmup", "result"]
     assert got[1][1]["stats"] is None and got[1][1]["message"] == "off by something"
     assert not got[2][1]["ok"] and got[2][1]["stats"] is None
+
+
+# ----------------------------------------------------------------------------- the parent's edges
+# What main writes to --json and hands to write_plot, where the child runs and what it is told,
+# how the child's messages travel, and which of the project's modules an isolated child sees.
+
+REPORT = {"code": 0, "rows": [{"m": 4, "stats": {"mean": 2.0}}],
+          "summary": {"shapes": 1, "mean_us": 2.0}, "info": {"device": "cpu (Triton interpreter)"},
+          "tables": ["a profile"]}
+
+
+def test_main_writes_the_modes_report_to_json_and_runs_the_interpreter_without_a_gpu(
+        monkeypatch, tmp_path):
+    envs = []
+    monkeypatch.setattr(evaluate, "gpu_available", lambda: False)
+    monkeypatch.setattr(evaluate, "run_mode", lambda args, mode, specs, env: envs.append(env)
+                        or REPORT)
+    out = tmp_path / "report.json"
+    assert evaluate.main(["test", "--shapes", "4,64,256", "--json", str(out)]) == 0
+    assert json.loads(out.read_text()) == {
+        "mode": "test", "submission": str((evaluate.ROOT / "submission.py").resolve()),
+        "device": "cpu (Triton interpreter)", "clear_bytes": evaluate.DEFAULT_CLEAR_BYTES,
+        "rows": REPORT["rows"], "geomean": REPORT["summary"], "profiles": ["a profile"],
+        "exit_code": 0}
+    assert envs[0]["TRITON_INTERPRET"] == "1"
+
+
+def test_main_writes_each_ranked_modes_report_to_json(monkeypatch, tmp_path):
+    monkeypatch.setattr(evaluate, "gpu_available", lambda: True)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    steps = [{"step": "test: eval"}]
+    monkeypatch.setattr(evaluate, "run_ranked", lambda args, env: (1, steps, {"test": REPORT}))
+    out = tmp_path / "ranked.json"
+    assert evaluate.main(["ranked", "--json", str(out)]) == 1
+    written = json.loads(out.read_text())
+    assert written["steps"] == steps and written["exit_code"] == 1
+    assert written["modes"] == {"test": {"rows": REPORT["rows"], "geomean": REPORT["summary"],
+                                         "exit_code": 0}}
+
+
+@pytest.mark.parametrize("shapes, plotted", [(1, True), (0, False)])
+def test_main_plots_the_timings_it_has(monkeypatch, tmp_path, shapes, plotted):
+    stdout = FlushRecorder()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setattr(evaluate, "gpu_available", lambda: True)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(evaluate, "require_matplotlib", lambda: None)
+    report = dict(REPORT, summary=dict(REPORT["summary"], shapes=shapes))
+    monkeypatch.setattr(evaluate, "run_mode", lambda args, mode, specs, env: report)
+    plots = []
+    monkeypatch.setattr(evaluate, "write_plot", lambda *args: plots.append(args))
+    path = str(tmp_path / "p.png")
+    assert evaluate.main(["benchmark", "--shapes", "4,64,256", "--plot", path]) == 0
+    if plotted:
+        assert plots == [(path, report["rows"], report["summary"],
+                          "amd-mxfp4-mm benchmark on cpu (Triton interpreter)")]
+        assert f"wrote {path}" in stdout.flushed_lines()
+    else:
+        assert plots == [] and "no timings to plot" in stdout.flushed_lines()
+
+
+def test_run_mode_says_what_it_runs_and_prints_the_warm_up_and_a_profile(monkeypatch):
+    stdout = FlushRecorder()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    warmup = {"type": "warmup", "stats": {"mean": 1.5, "n": 3}, "message": ""}
+    profiled = {"type": "result", "index": 0, "ok": True, "message": "", "table": "TABLE"}
+    outcome = run_mode_with(monkeypatch, [READY, warmup, profiled])
+    lines = stdout.flushed_lines()
+    assert lines[0] == f"test: 2 shape(s), submission {evaluate.ROOT / 'submission.py'}"
+    assert any(line.startswith("warm-up on ") and line.endswith(": mean 1.500 µs over 3 calls")
+               for line in lines)
+    assert "TABLE" in lines and outcome["tables"] == ["TABLE"]
+    assert "FAIL: only 1 of 2 shapes reported" in lines
+    assert lines[-1].startswith("1 passed, 0 failed, 1 not run")
+
+
+def test_a_failed_warm_up_prints_its_message(monkeypatch, capsys):
+    run_mode_with(monkeypatch, [READY, {"type": "warmup", "stats": None, "message": "off"}])
+    assert ": failed (off)" in capsys.readouterr().out
+
+
+def test_run_as_script_gives_the_projects_own_file_its_packages(monkeypatch):
+    envs = []
+
+    def run(command, cwd, env, timeout):
+        envs.append((env, Path(cwd, "submission.py").exists()))
+        return subprocess.CompletedProcess(command, 0)
+    monkeypatch.setattr(evaluate.subprocess, "run", run)
+    seconds, ending = evaluate.run_as_script(evaluate.ROOT / "submission.py",
+                                             {"PYTHONPATH": "elsewhere", "KEEP": "1"})
+    assert ending == "exit code 0" and seconds >= 0
+    env, prepared = envs[0]
+    assert prepared and env["KEEP"] == "1"
+    assert env["PYTHONPATH"] == os.pathsep.join([str(evaluate.ROOT), "elsewhere"])
+
+
+def test_run_ranked_records_each_eval_steps_ending(monkeypatch):
+    monkeypatch.setattr(evaluate, "run_as_script", lambda submission, env: (0.5, "exit code 0"))
+    monkeypatch.setattr(evaluate, "run_mode", lambda args, mode, specs, env: dict(
+        REPORT, code=0 if mode == "test" else 1, info={"import_s": 0.25}))
+    args = evaluate.build_parser().parse_args(["ranked"])
+    code, steps, reports = evaluate.run_ranked(args, {})
+    assert code == 1 and list(reports) == ["test", "benchmark"]
+    assert [(s["step"], s["ending"]) for s in steps] == [
+        ("test: python submission.py", "exit code 0"), ("test: eval", "exit code 0"),
+        ("benchmark: python submission.py", "exit code 0"), ("benchmark: eval", "exit code 1")]
+    assert steps[1]["import_s"] == 0.25 and steps[1]["limit_s"] == evaluate.RUNNER_LIMITS_S["test"]
+
+
+def test_the_geomean_row_has_the_tables_columns():
+    rows = [evaluate.make_row(dict(m=4, n=64, k=256, seed=1), True, "",
+                              {"mean": 2.0, "best": 1.0, "worst": 3.0, "n": 5, "err": 0.0})]
+    summary = {"mean_us": 2.0, "baseline_us": None, "ratio": None, "shapes": 1,
+               "baseline_shapes": 1}
+    geomean = evaluate.format_table(rows, summary).splitlines()[-1]
+    assert geomean.split() == ["geomean", "2.000", "-", "-"]
+
+
+def test_a_submission_that_does_not_parse_is_named_with_its_line(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("x = 1\ndef custom_kernel(data:\n")
+    with pytest.raises(evaluate.UsageError, match=r"broken.py does not parse: line 2: "):
+        evaluate.check_standalone(broken)
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(evaluate.UsageError, match=r"pip install -e '\.\[plot\]'"):
+        evaluate.require_matplotlib()
+
+
+def test_the_parser_refuses_a_negative_call_cap_and_a_plot_into_a_folder(tmp_path, capsys):
+    for argv in (["test", "--max-calls", "-1"], ["benchmark", "--plot", str(tmp_path)]):
+        with pytest.raises(SystemExit):
+            evaluate.build_parser().parse_args(argv)
+    err = capsys.readouterr().err
+    assert "--max-calls: expected an integer of at least 0" in err and "is a directory" in err
+
+
+def test_child_main_sends_each_message_as_a_json_line_and_a_crash_as_fatal(monkeypatch):
+    def read(job_run):
+        monkeypatch.setattr(evaluate, "_child_run", job_run)
+        read_fd, write_fd = os.pipe()
+        code = evaluate.child_main(json.dumps({"mode": "test"}), write_fd)
+        with os.fdopen(read_fd) as channel:
+            return code, [json.loads(line) for line in channel]
+
+    def fine(job, send):
+        send("ready", mode=job["mode"])
+        return 0
+
+    def crashing(job, send):
+        raise KeyError("boom")
+    assert read(fine) == (0, [{"mode": "test", "type": "ready"}])
+    code, messages = read(crashing)
+    assert code == 1 and [m["type"] for m in messages] == ["fatal"]
+    assert "KeyError: 'boom'" in messages[0]["message"]
+
+
+def test_run_child_prepares_the_folder_tells_the_child_its_job_and_reports_its_exit(
+        monkeypatch, tmp_path):
+    submission = tmp_path / "entry.py"
+    submission.write_text("def custom_kernel(data):\n    return data\n")
+    started = []
+
+    class Child:
+        def __init__(self, command, cwd, env, pass_fds):
+            started.append((json.loads(command[4]), Path(cwd), env))
+            assert (Path(cwd) / "submission.py").read_text() == submission.read_text()
+            os.write(pass_fds[0], b'{"type": "ready"}\nnot json\n')
+
+        def wait(self):
+            return 3
+    monkeypatch.setattr(evaluate.subprocess, "Popen", Child)
+    specs = [{"m": 4, "n": 64, "k": 256, "seed": 1}]
+    messages = list(evaluate.run_child("test", specs, submission, 8, 1.5, 2, {"E": "1"}))
+    assert messages == [{"type": "ready"}, {"type": "exit", "code": 3}]
+    job, cwd, env = started[0]
+    assert job == {"mode": "test", "specs": specs, "workdir": str(cwd),
+                   "root": str(evaluate.ROOT), "isolated": True, "clear_bytes": 8,
+                   "max_wall_s": 1.5, "max_calls": 2}
+    assert env == {"E": "1"}
+
+
+def test_the_project_modules_are_its_py_files_and_packages(tmp_path):
+    (tmp_path / "alpha.py").write_text("")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "notes.txt").write_text("")
+    assert evaluate.project_module_names(tmp_path) == {"alpha", "pkg"}
+
+
+def test_the_folder_only_finder_finds_project_modules_in_its_folder_alone(tmp_path):
+    (tmp_path / "alpha.py").write_text("")
+    finder = evaluate._FromFolderOnly({"alpha", "beta"}, tmp_path)
+    assert Path(finder.find_spec("alpha").origin) == tmp_path / "alpha.py"
+    assert finder.find_spec("json") is None                      # not the project's
+    assert finder.find_spec("alpha", path=[str(tmp_path)]) is None   # a submodule's search
+    with pytest.raises(ModuleNotFoundError, match="only the files beside the submission"):
+        finder.find_spec("beta")
+
+
+def test_hiding_the_project_forgets_its_modules_drops_its_root_and_finds_them_in_the_folder(
+        tmp_path, monkeypatch):
+    root, folder = tmp_path / "root", tmp_path / "folder"
+    root.mkdir(), folder.mkdir()
+    (root / "mxfp4_probe_module.py").write_text("WHERE = 'root'\n")
+    (folder / "mxfp4_probe_module.py").write_text("WHERE = 'folder'\n")
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(sys, "path", ["", str(root), str(tmp_path)])
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    stale = types.SimpleNamespace(__file__=str(root / "mxfp4_probe_module.py"))
+    monkeypatch.setitem(sys.modules, "mxfp4_probe_module", stale)
+    evaluate.hide_project_modules(root, folder)
+    assert sys.path == [str(tmp_path)]
+    assert isinstance(sys.meta_path[0], evaluate._FromFolderOnly)
+    assert sys.modules.get("mxfp4_probe_module") is not stale
+    import importlib
+    assert importlib.import_module("mxfp4_probe_module").WHERE == "folder"
+
+
+def test_every_option_has_the_help_docs_tools_md_shows():
+    import re
+    from tools import docs
+    tools_md = (evaluate.ROOT / "docs" / "tools.md").read_text()
+    shown = re.search(r"options:tools\.evaluate -->\n(.*?)\n<!-- end", tools_md, re.S).group(1)
+    assert shown == docs.options_markdown("tools.evaluate")
+    assert all(action.help for action in evaluate.build_parser()._actions)
+
+
+def test_profile_mode_sends_each_shapes_table_and_check(fake_child):
+    run, _ = fake_child
+    run([], lambda data: data[0] + 1)                        # installs the fake modules
+    got = []
+    job = dict(workdir=str(evaluate.ROOT), root=str(evaluate.ROOT), isolated=False,
+               mode="profile", specs=SPECS, clear_bytes=4, max_wall_s=1.0, max_calls=1)
+    assert evaluate._child_run(job, lambda kind, **fields: got.append((kind, fields))) == 0
+    results = [fields for kind, fields in got if kind == "result"]
+    assert [(r["index"], r["ok"]) for r in results] == [(0, True), (1, True)]
+    assert all("Self CPU" in r["table"] for r in results)
+
+
+def test_test_mode_sends_each_shapes_own_seconds(fake_child, monkeypatch):
+    run, _ = fake_child
+    ticks = iter(range(10 ** 6, 10 ** 7))                    # a clock one second a reading
+    monkeypatch.setattr(evaluate.time, "perf_counter", lambda: float(next(ticks)))
+    messages = run(SPECS, lambda data: data[0] + 1)
+    seconds = [fields["seconds"] for kind, fields in messages if kind == "result"]
+    assert len(seconds) == 2 and all(0 < s < 10 for s in seconds), seconds
+
+
+def test_the_timed_loop_clears_the_bytes_asked_and_warms_up_at_the_warm_up_cap(
+        fake_child, fake_gpu, monkeypatch):
+    """--clear-bytes of fp32 each timed call; without --max-calls the warm-up runs
+    MAX_CALLS["warmup"] calls and each shape its mode's cap; a GPU's L2 size reaches the parent."""
+    run, _ = fake_child
+    run([], lambda data: data[0] + 1)
+    monkeypatch.setattr(evaluate, "MIN_CALLS", 10 ** 6)
+    monkeypatch.setattr(evaluate, "MAX_CALLS", {"benchmark": 2, "leaderboard": 2, "warmup": 3})
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "Fake GPU")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: types.SimpleNamespace(L2_cache_size=1 << 20))
+    cleared = []
+    real_randn = torch.randn
+    monkeypatch.setattr(torch, "randn", lambda numel, **k: cleared.append(numel) or real_randn(1))
+    got = []
+    job = dict(workdir=str(evaluate.ROOT), root=str(evaluate.ROOT), isolated=False,
+               mode="benchmark", specs=[dict(m=2, n=16, k=4, seed=3)], clear_bytes=400,
+               max_wall_s=1e9, max_calls=0)
+    evaluate._child_run(job, lambda kind, **fields: got.append((kind, fields)))
+    assert got[0][1]["device"] == "Fake GPU" and got[0][1]["l2_bytes"] == 1 << 20
+    assert got[1][1]["stats"]["n"] == 3 and got[2][1]["stats"]["n"] == 2
+    assert cleared == [100] * 5
+
+
+def test_the_plot_draws_each_timed_shape_beside_its_baseline(monkeypatch, tmp_path):
+    """write_plot through a stand-in for matplotlib that records what is drawn."""
+    drawn = []
+
+    class Axes:
+        def __getattr__(self, name):
+            return lambda *args, **kwargs: drawn.append((name, args, kwargs))
+
+    class Figure(Axes):
+        pass
+    figure, axes = Figure(), Axes()
+    pyplot = types.SimpleNamespace(subplots=lambda figsize: (figure, axes),
+                                   close=lambda fig: drawn.append(("close", (fig,), {})))
+    matplotlib = types.SimpleNamespace(use=lambda backend: None, pyplot=pyplot)
+    monkeypatch.setitem(sys.modules, "matplotlib", matplotlib)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", pyplot)
+    rows = [dict(m=4, n=64, k=256, stats=dict(mean=2.0, best=1.5, worst=3.0), baseline_us=8.0),
+            dict(m=8, n=64, k=256, stats=None, baseline_us=9.0),
+            dict(m=16, n=64, k=256, stats=dict(mean=4.0, best=4.0, worst=5.0), baseline_us=None)]
+    path = tmp_path / "plot.png"
+    evaluate.write_plot(path, rows, {"mean_us": 2.828}, "title")
+    calls = {name: (args, kwargs) for name, args, kwargs in drawn if name != "bar"}
+    bars = [(args, kwargs) for name, args, kwargs in drawn if name == "bar"]
+    assert bars[0][0] == ([-0.2, 0.8], [2.0, 4.0], 0.4)
+    assert bars[0][1]["yerr"] == [[0.5, 0.0], [1.0, 1.0]]
+    assert bars[1][0] == ([0.2, 1.2], [8.0, 0.0], 0.4)
+    assert calls["set_xticklabels"][0] == (["4x64x256", "16x64x256"],)
+    assert calls["set_ylabel"][0] == ("µs",)
+    assert calls["set_title"][0] == ("title: geomean 2.828 µs",)
+    assert calls["savefig"] == ((path,), {"dpi": 120}) and calls["close"][0] == (figure,)

@@ -164,7 +164,7 @@ def test_an_in_kernel_reduce_counts_on_one_counter_row_call_after_call(device):
     m, n, k = 4, 64, 512
     config = GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program")
     launcher = None
-    for seed in range(3):
+    for seed in range(3 if device == "cpu" else 50):
         data = reference.generate_input(m, n, k, seed=70 + seed, device=device)
         if launcher is None:
             launcher, out = run_config(config, data)

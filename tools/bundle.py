@@ -246,8 +246,10 @@ def check_bundle(text: str) -> None:
                                   f": imports {module}")
 
 
-def tracked_by_git(path: Path, root: Path = ROOT) -> bool:
-    """Whether git tracks `path` in the repository at `root` (False where there is none)."""
+def tracked_by_git(path: Path, root: Path = None) -> bool:
+    """Whether git tracks `path` in the repository at `root` (default ROOT; False where there
+    is none)."""
+    root = ROOT if root is None else root
     try:
         relative = path.resolve().relative_to(root.resolve())
     except ValueError:

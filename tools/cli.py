@@ -9,7 +9,9 @@ of 16, a size below 1) is a usage error: one line on stderr and exit code 2.
 
 Every tool's parser is an ArgumentParser of this module, so argparse's own errors (an unknown
 option, a value of the wrong type) are such a line too, and `build_parser()` in each tool gives
-its parser without running it (tools.docs lists the options from it).
+its parser without running it (tools.docs lists the options from it). Option values are checked
+where they are parsed, by the argparse types here (counts, seconds, a file or a folder to
+write), so that a bad one is refused before any work starts.
 """
 
 import argparse

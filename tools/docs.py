@@ -13,8 +13,9 @@ and NAME says what writes it:
 - `config-table:ARCH`: the entries of launchers/config_table.py for ARCH;
 - `fast-path-range`, `fast-path-per-shape`: the quantizer's static instructions per A element
   on the benchmark shapes; `critical-path`: the per-call critical path and modelled time of
-  the benchmark shapes beside aiter's and the best public config's
-  (tools.gfx950.report.per_call_markdown). These three come from the gfx950 table compiled
+  the benchmark shapes beside aiter's and the best public config's, then each member of the
+  model family with its errors (tools.gfx950.report.per_call_markdown; `critical-path:table`
+  without the members). These three come from the gfx950 table compiled
   once by the runner's Triton (`python -m tools.isa --arch gfx950 --json FILE`, about 15 s on
   a CPU, after a first install of that Triton; see tools.gfx950.cross_compile);
 - `model-shapes`: per public model shape, the fused against the quantize-once path
@@ -98,9 +99,9 @@ class Generators:
         if kind == "model-shapes" and not argument:
             from tools.gfx950.paths import paths_markdown
             return paths_markdown(json.loads(MODEL_SHAPES_FIGURES.read_text()))
-        if kind == "critical-path" and not argument:
+        if kind == "critical-path" and argument in ("", "table"):
             from tools.gfx950.report import per_call_markdown
-            return per_call_markdown(self.gfx950_rows())
+            return per_call_markdown(self.gfx950_rows(), with_family=not argument)
         raise UsageError(f"no generator for a section named {name!r}")
 
     def gfx950_rows(self) -> list:

@@ -2,8 +2,10 @@
 
 LLVM's GCNHazardRecognizer puts the wait states a hazard needs between the instructions it
 emits itself, but when it looks back for a hazard's producer it skips inline asm (an asm
-statement counts no wait states and none of its instructions is a producer), and it checks an
-asm statement as a consumer for two classes only. So a hazard whose producer or consumer lies
+statement counts no wait states and none of its instructions is a producer; only its
+dst-forwarding check takes an asm for a producer, and pads a VALU or asm that reads or writes
+the asm's outputs next), and it checks an asm statement as a consumer for two classes only.
+So a hazard whose producer or consumer lies
 inside an asm region (between LLVM's `;;#ASMSTART` and `;;#ASMEND`) is the asm author's to
 cover: `asm_hazards(amdgcn)` lists each one the code leaves uncovered, as
 {"hazard": class, "line", "instruction" (the producer), "next_line", "next_instruction" (the

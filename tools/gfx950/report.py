@@ -546,12 +546,12 @@ def format_critical_paths(rows) -> str:
     return "\n".join(lines)
 
 
-def per_call_markdown(rows) -> str:
+def per_call_markdown(rows, with_family: bool = True) -> str:
     """The benchmark shapes' table entries as markdown, per call: launches, global round trips
     · LDS waits · barriers, busiest-SIMD issue and modelled µs as ranges over the model family,
     beside aiter's kernel and the best public config of the shape (modelled, and measured),
-    the geomeans, and each member with its errors. What README and docs/results.md show
-    (`python -m tools.docs`)."""
+    the geomeans, and (with_family) each member with its errors. What README and
+    docs/results.md show (`python -m tools.docs`)."""
     data, family = model.calibrated()
     calls = per_call(rows)
     summary = benchmark_summary(calls)
@@ -575,6 +575,9 @@ def per_call_markdown(rows) -> str:
         figures = summary["geomean"]
         lines.append(f"| geomean | | | **{_extremes(figures['ours'])}** | "
                      f"{_extremes(figures['aiter'])} | {_extremes(figures['public'])} |")
-    return "\n".join(lines + ["", "\\* a term outside the calibration points' range. The "
-                               "family (`tools.gfx950.model`):", ""]
+    note = "\\* a term outside the calibration points' range."
+    if not with_family:
+        return "\n".join(lines + ["", f"{note} Low .. high: the members of the family "
+                                       f"(`tools.gfx950.model`) at either end."])
+    return "\n".join(lines + ["", f"{note} The family (`tools.gfx950.model`):", ""]
                       + [f"- {name}: {fit.describe()}." for name, fit in family.fits.items()])
