@@ -39,8 +39,9 @@ CANDIDATES = {
             {'block_m': 16, 'block_n': 64, 'block_k': 512, 'cache_modifier': '.cg'},
         ],
         (16, 2112, 7168): [
-            dict(_SPLIT_K14, block_k=512, waves_per_eu=1),       # the latency members' best
-            dict(_SPLIT_K14, block_k=512),                       # the issue member's best
+            dict(_SPLIT_K14, block_k=512, waves_per_eu=1),       # the latency, sync 2x member's best
+            dict(_SPLIT_K14, block_k=512),                       # the issue and round-trip members' best
+            dict(_SPLIT_K14, block_k=512, b_scales_first=False), # the entry before the family
             dict(_SPLIT_K14, block_k=256),
             {'block_m': 16, 'block_n': 128, 'block_k': 512, 'split_k': 7, 'split_k_reduce': 'last_program', 'num_stages': 2},
             {'block_m': 16, 'block_n': 64, 'block_k': 1024, 'split_k': 7, 'split_k_reduce': 'last_program', 'cache_modifier': '.cg'},

@@ -47,6 +47,10 @@ def _row(**changes):
     return row
 
 
+def _call(**by_member):
+    return [_row(modelled_us=max(by_member.values()), modelled_us_by_member=by_member)]
+
+
 HAZARD = dict(hazard="VALUWriteVgprReadlane", line=120, instruction="v_cvt_scalef32_pk_fp4_bf16",
               next_line=121, next_instruction="v_readlane_b32", wait_states=0, required=1)
 
@@ -80,8 +84,8 @@ def test_a_row_without_a_critical_path_is_refused():
 
 
 def test_ranked_drops_a_hazardous_call_and_orders_the_rest_by_modelled_time():
-    slow, fast = [_row(modelled_us=9.0)], [_row(modelled_us=7.0)]
-    hazardous = [_row(modelled_us=5.0, hazards=[HAZARD])]
+    slow, fast = _call(a=9.0, b=8.0), _call(a=7.0, b=6.0)
+    hazardous = [_row(modelled_us=5.0, modelled_us_by_member=dict(a=5.0), hazards=[HAZARD])]
     assert search.ranked([slow, hazardous, fast]) == [fast, slow]
 
 
@@ -90,3 +94,12 @@ def test_stage_two_offers_pipeline_stages_only_to_splits_of_several_k_tiles():
     two_tiles = GemmConfig(16, 32, 512)
     assert {c.num_stages for c in search.neighbours(one_tile, 1024)} == {1}
     assert {c.num_stages for c in search.neighbours(two_tiles, 1024)} == set(search.STAGES)
+
+
+
+def test_ranked_takes_the_worst_member_first_and_breaks_ties_by_the_next_worst():
+    tied_worse = _call(a=10.44, b=9.73, c=8.3)
+    tied_better = _call(a=10.44, b=9.56, c=8.3)
+    lower_worst = _call(a=10.43, b=10.40, c=10.0)
+    assert search.ranked([tied_worse, tied_better, lower_worst]) == [
+        lower_worst, tied_better, tied_worse]

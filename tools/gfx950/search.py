@@ -101,10 +101,18 @@ def eligible(rows) -> bool:
                and r.get("fast_path_instructions_per_tile_element", 0) <= bar for r in rows)
 
 
+def worst_first(rows) -> tuple:
+    """A call's modelled µs under each member of the model family, the worst first: ordering
+    by it ranks by the worst member, ties by the next worst, and so on (lexicographic
+    minimax)."""
+    return tuple(sorted(rows[0]["modelled_us_by_member"].values(), reverse=True))
+
+
 def ranked(calls) -> list:
     """The eligible calls (each a list of rows), by their modelled µs under the worst member
-    of the model family (row "modelled_us"), fastest first: the first is the minimax call."""
-    return sorted((rows for rows in calls if eligible(rows)), key=lambda r: r[0]["modelled_us"])
+    of the model family (row "modelled_us"), ties by the next worst (worst_first), fastest
+    first: the first is the minimax call."""
+    return sorted((rows for rows in calls if eligible(rows)), key=worst_first)
 
 
 def members_best(calls) -> dict:
