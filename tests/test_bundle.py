@@ -374,3 +374,24 @@ def test_a_module_that_does_not_parse_is_named(tmp_path):
     with pytest.raises(SyntaxError) as error:
         build_bundle(tmp_path)
     assert error.value.filename == str(tmp_path / "submission.py")
+
+
+def test_outside_a_git_checkout_every_file_of_the_tree_but_dist_counts_as_the_projects(
+        repository, tmp_path, monkeypatch):
+    """A copy of the tree without .git (CI's, an unpacked archive): git cannot tell what is
+    tracked, so any existing file there is refused, a new one or one under dist/ is not."""
+    import argparse
+    import shutil
+    copy = tmp_path / "copy"
+    shutil.copytree(repository, copy, ignore=shutil.ignore_patterns(".git"))
+    (copy / "dist").mkdir()
+    (copy / "dist" / "submission.py").write_text("")
+    assert bundle_module.project_file(copy / "submission.py", copy)
+    assert bundle_module.project_file(copy / "untracked.py", copy)
+    assert not bundle_module.project_file(copy / "dist" / "submission.py", copy)
+    assert not bundle_module.project_file(copy / "new.py", copy)
+    assert not bundle_module.project_file(repository / "untracked.py", repository)  # git says
+    monkeypatch.setattr(bundle_module, "ROOT", copy)
+    monkeypatch.chdir(copy)
+    with pytest.raises(argparse.ArgumentTypeError, match="submission.py is a file of the"):
+        bundle_module.bundle_output("submission.py")

@@ -113,9 +113,15 @@ def test_each_bad_usage_is_one_line_and_exit_code_2(name, argv, env, message, tm
             text = text.replace(word, str(path))
         return text
     tracked = {path: path.read_bytes() for path in (ROOT / "submission.py", ROOT / "README.md")}
-    result = subprocess.run([sys.executable, "-m", f"tools.{name}", *map(filled, argv)],
-                            cwd=ROOT, env=dict(os.environ, **env), capture_output=True,
-                            text=True, timeout=300)
+    try:
+        result = subprocess.run([sys.executable, "-m", f"tools.{name}", *map(filled, argv)],
+                                cwd=ROOT, env=dict(os.environ, **env), capture_output=True,
+                                text=True, timeout=300)
+        overwritten = [path for path, data in tracked.items() if path.read_bytes() != data]
+    finally:    # a refusal that failed must not leave the project's files overwritten
+        for path, data in tracked.items():
+            path.write_bytes(data)
+    assert overwritten == []
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith(f"tools.{name}: "), result.stderr
@@ -123,7 +129,6 @@ def test_each_bad_usage_is_one_line_and_exit_code_2(name, argv, env, message, tm
     assert result.stdout == "", result.stdout
     assert sorted(path.name for path in tmp_path.iterdir()) == ["a_file", "broken.py",
                                                                "no_kernel.py"]
-    assert all(path.read_bytes() == data for path, data in tracked.items())
 
 
 def test_a_triton_release_the_index_lacks_is_one_line_before_any_install(tmp_path, capsys,

@@ -259,13 +259,28 @@ def tracked_by_git(path: Path, root: Path = None) -> bool:
     return found.returncode == 0
 
 
+def project_file(path: Path, root: Path = None) -> bool:
+    """Whether `path` is one of the project's own files: one git tracks, or, where `root`
+    (default ROOT) is no git checkout (a copy of the tree), any file there outside dist/."""
+    root = ROOT if root is None else root
+    try:
+        relative = path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    checkout = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+                              capture_output=True, text=True)
+    if checkout.returncode == 0 and Path(checkout.stdout.strip()).resolve() == root.resolve():
+        return tracked_by_git(path, root)
+    return path.is_file() and relative.parts[0] != "dist"
+
+
 def bundle_output(word: str) -> str:
-    """argparse type of -o: a file that can be written and that git does not track (the
-    project's own submission.py, say, is never overwritten)."""
+    """argparse type of -o: a file that can be written and is none of the project's own
+    (project_file: the project's submission.py, say, is never overwritten)."""
     import argparse
     from tools.cli import output_file
     output_file(word, make_folders=True)
-    if tracked_by_git(Path(word)):
+    if project_file(Path(word)):
         raise argparse.ArgumentTypeError(f"{word} is a file of the repository; write the "
                                          f"bundle elsewhere (default dist/submission.py)")
     return word
