@@ -8,13 +8,26 @@
   quantizer's bar.
 """
 
+import os
+
 import pytest
 
 from launchers.configs import GemmConfig
-from tools.gfx950 import search
+
+HARDWARE_BAR = 8.0   # the hardware quantizer's fast-path bar, MAX_FAST_PATH_INSTRUCTIONS's
 
 
-def _stage1(shape, block_m, block_n, block_k, split_k):
+@pytest.fixture
+def search(monkeypatch):
+    """tools.gfx950.search; tools.gfx950.report drops TRITON_INTERPRET when first imported (it
+    compiles), and the tests after these need it kept."""
+    monkeypatch.setattr(os, "environ", os.environ.copy())
+    from tools.gfx950 import search
+    assert search.MAX_FAST_PATH_INSTRUCTIONS["hardware"] == HARDWARE_BAR
+    return search
+
+
+def _stage1(search, shape, block_m, block_n, block_k, split_k):
     found = [c for c in search.tile_configs(shape)
              if (c.block_m, c.block_n, c.block_k, c.split_k) == (block_m, block_n, block_k,
                                                                   split_k)]
@@ -28,21 +41,21 @@ def _stage1(shape, block_m, block_n, block_k, split_k):
     (512, 2, 1),      # one K tile per split
     (1024, 1, 1),     # the whole K in one tile
 ])
-def test_stage_one_pipelines_only_splits_of_several_k_tiles(block_k, split_k, stages):
-    config = _stage1((4, 2880, 1024), 16, 32, block_k, split_k)
+def test_stage_one_pipelines_only_splits_of_several_k_tiles(search, block_k, split_k, stages):
+    config = _stage1(search, (4, 2880, 1024), 16, 32, block_k, split_k)
     assert config.num_stages == stages
 
 
-def test_stage_one_counts_k_tiles_per_split_not_per_shape():
+def test_stage_one_counts_k_tiles_per_split_not_per_shape(search):
     """16x2112x7168 split 7: 1,024 of K per split, two tiles of 512 but one of 1,024."""
-    assert _stage1((16, 2112, 7168), 16, 128, 512, 7).num_stages == 2
-    assert _stage1((16, 2112, 7168), 16, 128, 1024, 7).num_stages == 1
+    assert _stage1(search, (16, 2112, 7168), 16, 128, 512, 7).num_stages == 2
+    assert _stage1(search, (16, 2112, 7168), 16, 128, 1024, 7).num_stages == 1
 
 
 def _row(**changes):
     row = dict(quantizer="hardware", critical_path={"issue": 500}, scratch_bytes=0,
                vgpr_spills=0, sgpr_spills=0, hazards=[], release_ordered=True,
-               fast_path_instructions_per_element=search.MAX_FAST_PATH_INSTRUCTIONS["hardware"])
+               fast_path_instructions_per_element=HARDWARE_BAR)
     row.update(changes)
     return row
 
@@ -51,7 +64,7 @@ HAZARD = dict(hazard="VALUWriteVgprReadlane", line=120, instruction="v_cvt_scale
               next_line=121, next_instruction="v_readlane_b32", wait_states=0, required=1)
 
 
-def test_a_clean_call_at_the_fast_path_bar_is_eligible():
+def test_a_clean_call_at_the_fast_path_bar_is_eligible(search):
     assert search.eligible([_row()])
     assert search.eligible([_row(quantizer="software", fast_path_instructions_per_element=40.0)])
 
@@ -63,29 +76,29 @@ def test_a_clean_call_at_the_fast_path_bar_is_eligible():
     dict(sgpr_spills=1),
     dict(release_ordered=False),
     dict(error="compile failed"),
-    dict(fast_path_instructions_per_element=search.MAX_FAST_PATH_INSTRUCTIONS["hardware"] + 0.1),
+    dict(fast_path_instructions_per_element=HARDWARE_BAR + 0.1),
 ], ids=["hazard", "scratch", "vgpr-spill", "sgpr-spill", "not-release-ordered", "error",
         "fast-path-past-the-bar"])
 @pytest.mark.parametrize("which", [0, 1], ids=["gemm-row", "reduce-row"])
-def test_a_call_with_any_row_at_fault_is_refused(change, which):
+def test_a_call_with_any_row_at_fault_is_refused(search, change, which):
     rows = [_row(), _row()]
     rows[which] = _row(**change)
     assert not search.eligible(rows)
 
 
-def test_a_row_without_a_critical_path_is_refused():
+def test_a_row_without_a_critical_path_is_refused(search):
     row = _row()
     del row["critical_path"]
     assert not search.eligible([row])
 
 
-def test_ranked_drops_a_hazardous_call_and_orders_the_rest_by_modelled_time():
+def test_ranked_drops_a_hazardous_call_and_orders_the_rest_by_modelled_time(search):
     slow, fast = [_row(modelled_us=9.0)], [_row(modelled_us=7.0)]
     hazardous = [_row(modelled_us=5.0, hazards=[HAZARD])]
     assert search.ranked([slow, hazardous, fast]) == [fast, slow]
 
 
-def test_stage_two_offers_pipeline_stages_only_to_splits_of_several_k_tiles():
+def test_stage_two_offers_pipeline_stages_only_to_splits_of_several_k_tiles(search):
     one_tile = GemmConfig(16, 32, 512, split_k=2, split_k_reduce="last_program")
     two_tiles = GemmConfig(16, 32, 512)
     assert {c.num_stages for c in search.neighbours(one_tile, 1024)} == {1}
