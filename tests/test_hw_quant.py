@@ -245,7 +245,7 @@ def test_the_asm_template_puts_input_group_j_into_byte_j_of_its_own_word(templat
     words = CVT_WORDS.value
     assert constraints.split(",") == ["=&v"] * words + ["v"] * words * (4 * n + 1)
     written = []
-    for line in _lines(text)[:-1]:
+    for line in _lines(text):
         match = _CONVERSION.fullmatch(line)
         assert match, line
         word = int(match.group(2))
