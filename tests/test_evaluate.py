@@ -909,6 +909,7 @@ def test_every_option_has_the_help_docs_tools_md_shows():
     assert all(action.help for action in evaluate.build_parser()._actions)
 
 
+@pytest.mark.filterwarnings("ignore:CUDA is not available, disabling CUDA profiling")
 def test_profile_mode_sends_each_shapes_table_and_check(fake_child):
     run, _ = fake_child
     run([], lambda data: data[0] + 1)                        # installs the fake modules
