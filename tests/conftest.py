@@ -139,13 +139,15 @@ class FlushRecorder:
         self.events.append(("flush", None))
 
     def flushed_lines(self) -> list:
-        """The lines written and then flushed before anything else was written."""
+        """The lines flushed as soon as they were complete, before the next line began."""
         lines, pending = [], ""
         for kind, text in self.events:
-            if kind == "write":
-                pending += text
-            else:
+            if kind == "flush":
                 lines += [line for line in pending.split("\n") if line]
                 pending = ""
+            elif pending.endswith("\n"):      # a complete line left unflushed
+                pending = text
+            else:
+                pending += text
         return lines
 
