@@ -395,3 +395,22 @@ def test_outside_a_git_checkout_every_file_of_the_tree_but_dist_counts_as_the_pr
     monkeypatch.chdir(copy)
     with pytest.raises(argparse.ArgumentTypeError, match="submission.py is a file of the"):
         bundle_module.bundle_output("submission.py")
+
+
+def test_main_makes_the_output_folders_and_writes_there_again(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(bundle_module, "build_bundle", lambda root, leaderboard, gpu: "bundle\n")
+    out = tmp_path / "a" / "b" / "submission.py"
+    assert bundle_module.main(["-o", str(out)]) == 0
+    assert bundle_module.main(["-o", str(out)]) == 0
+    assert out.read_text() == "bundle\n"
+
+
+def test_the_parser_writes_to_dist_by_default_and_says_what_it_does():
+    parser = bundle_module.build_parser()
+    assert parser.parse_args([]).output == "dist/submission.py"
+    assert parser.description == bundle_module.__doc__.splitlines()[0]
+
+
+def test_a_checkout_other_than_this_one_is_asked_about_its_own_files(repository):
+    assert bundle_module.project_file(repository / "submission.py", repository)
+    assert not bundle_module.project_file(repository / "untracked.py", repository)

@@ -155,3 +155,8 @@ def test_every_option_has_the_help_docs_tools_md_shows():
     shown = re.search(r"options:tools\.check -->\n(.*?)\n<!-- end", tools_md, re.S).group(1)
     assert shown == docs.options_markdown("tools.check")
     assert all(action.help for action in check.build_parser()._actions)
+
+
+def test_the_usage_names_the_shapes_option_and_its_words():
+    from tools import check
+    assert "--shapes SHAPES [SHAPES ...]" in check.build_parser().format_usage()

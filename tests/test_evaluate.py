@@ -988,3 +988,13 @@ def test_the_plot_draws_each_timed_shape_beside_its_baseline(monkeypatch, tmp_pa
     assert calls["set_ylabel"][0] == ("µs",)
     assert calls["set_title"][0] == ("title: geomean 2.828 µs",)
     assert calls["savefig"] == ((path,), {"dpi": 120}) and calls["close"][0] == (figure,)
+
+
+@pytest.mark.parametrize("mode, shapes", [("test", "TEST_SHAPES"), ("benchmark", "BENCHMARK_SHAPES"),
+                                          ("leaderboard", "BENCHMARK_SHAPES")])
+def test_without_shapes_a_mode_takes_its_own_set(mode, shapes):
+    from types import SimpleNamespace
+    from launchers import configs
+    from tools import evaluate
+    specs = evaluate.resolve_specs(SimpleNamespace(shapes_file=None, shapes=None, mode=mode))
+    assert [(s["m"], s["n"], s["k"]) for s in specs] == list(getattr(configs, shapes))
