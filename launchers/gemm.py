@@ -61,8 +61,8 @@ def _partials(m, n, splits, device):
     return torch.empty((splits, m, n), dtype=torch.float32, device=device)
 
 
-def threads_per_program(config: GemmConfig, backend: str) -> int:
-    return WARP_SIZE.get(backend, 32) * config.num_warps
+def threads_per_program(num_warps: int, backend: str) -> int:
+    return WARP_SIZE.get(backend, 32) * num_warps
 
 
 def program_rows(config: GemmConfig, backend: str, m: int, a_prequantized: bool) -> int:
@@ -108,7 +108,7 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
         a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
         grid, arguments = quantize_launch(a, *quantized_outputs(m, k, device), quantizer,
                                           quant_fast_path,
-                                          WARP_SIZE.get(backend, 32) * QUANTIZE_WARPS)
+                                          threads_per_program(QUANTIZE_WARPS, backend))
         specs.append(LaunchSpec("quantize", quantize_kernel, grid,
                                 backend_options(backend, num_warps=QUANTIZE_WARPS, num_stages=1,
                                                 waves_per_eu=0, matrix_instr_nonkdim=0),
@@ -136,7 +136,7 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                a_scales=a_scales, num_xcds=config.num_xcds,
                                store_modifier=config.store_modifier,
                                splitk_sync=splitk_sync(backend),
-                               threads=threads_per_program(config, backend),
+                               threads=threads_per_program(config.num_warps, backend),
                                scales_first=config.loads_b_scales_first,
                                rows=program_rows(config, backend, m, a_prequantized))
     specs.append(LaunchSpec("gemm", preshuffle_gemm_kernel,

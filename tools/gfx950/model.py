@@ -133,17 +133,24 @@ def _measured(point) -> float:
     return sum(times) / len(times) if times else None
 
 
+def launches_call(shape, launches: list, workgroups: int) -> Call:
+    """The Call of one call from the walked figures of its launches (each with
+    "busiest_simd_issue", "global_round_trips" and, where the cycle walk covered every launch,
+    "busiest_simd_cycles"); workgroups: the GEMM's."""
+    cycles = None
+    if all("busiest_simd_cycles" in launch for launch in launches):
+        cycles = tuple(map(sum, zip(*(launch["busiest_simd_cycles"] for launch in launches))))
+    return Call(tuple(shape), sum(launch["busiest_simd_issue"] for launch in launches),
+                len(launches), workgroups,
+                sum(launch["global_round_trips"] for launch in launches), cycles)
+
+
 def _walked_call(point):
     """The Call of a public point, or None where the walk did not cover one of its kernels."""
     kernels = point["kernels"]
     if any("busiest_simd_issue" not in k for k in kernels):
         return None
-    cycles = None
-    if all("busiest_simd_cycles" in k for k in kernels):
-        cycles = tuple(map(sum, zip(*(k["busiest_simd_cycles"] for k in kernels))))
-    return Call(tuple(point["shape"]), sum(k["busiest_simd_issue"] for k in kernels),
-                len(kernels), kernels[0]["workgroups"],
-                sum(k["global_round_trips"] for k in kernels), cycles)
+    return launches_call(point["shape"], kernels, kernels[0]["workgroups"])
 
 
 def _known(call: Call, terms: tuple, data: dict) -> bool:

@@ -121,10 +121,7 @@ def modelled_range(call: dict) -> tuple:
     shape = tuple(call["shape"])
     gemm = next(launch for launch in launches if launch["kernel"] == "gemm")
     data, family = model.calibrated()
-    figures = family.range(model.Call(
-        shape, sum(l["busiest_simd_issue"] for l in launches), len(launches), gemm["workgroups"],
-        sum(l["global_round_trips"] for l in launches),
-        tuple(map(sum, zip(*(l["busiest_simd_cycles"] for l in launches))))), data)
+    figures = family.range(model.launches_call(shape, launches, gemm["workgroups"]), data)
     mfma_floor = model.floor_us(shape, data) + mfma.clocks_us(
         sum(l["busiest_simd_mfma_clocks"] for l in launches))
     return round(max(figures.low, mfma_floor), 2), round(max(figures.high, mfma_floor), 2)

@@ -310,11 +310,9 @@ def model_call(rows) -> model.Call:
     """What tools.gfx950.model reads off the rows of one call; None where a row has no path."""
     if any("critical_path" not in row for row in rows):
         return None
-    paths = [row["critical_path"] for row in rows]
-    return model.Call(tuple(rows[0]["shape"]), sum(p["busiest_simd_issue"] for p in paths),
-                      len(rows), rows[0]["workgroups"],
-                      sum(p["global_round_trips"] for p in paths),
-                      tuple(map(sum, zip(*(p["busiest_simd_cycles"] for p in paths)))))
+    gemm = next(row for row in rows if row["kernel"] == "gemm")
+    return model.launches_call(rows[0]["shape"], [row["critical_path"] for row in rows],
+                               gemm["workgroups"])
 
 
 def modelled_figures(rows) -> dict:
