@@ -33,6 +33,14 @@ row of tiles), the power of two at or above M: its codes and scales are then rep
 BLOCK_M rows for the MFMA, so no program quantizes a row of A twice. A prequantized A on AMD
 takes BLOCK_M rows (repeating loaded codes trips an assertion in Triton 3.6's AMD matmul
 lowering; launchers.gemm passes A_ROWS).
+WAVE_SPLIT_K > 1 splits each K tile into that many slices and stacks them, A's along M and
+B's along N, into one product [WAVE_SPLIT_K * A_ROWS, WAVE_SPLIT_K * BLOCK_N] whose diagonal
+blocks are the slices' sums: the waves that split the product's N split K, and the diagonal is
+summed once after the K loop (across waves, through LDS). tl.dot_scaled takes no batch of
+scaled products in Triton 3.6, so the off-diagonal blocks are computed too: with A_ROWS *
+WAVE_SPLIT_K <= BLOCK_M they take the MFMA rows that repeated codes take otherwise, beyond
+that they repeat MFMAs. A_ROWS * WAVE_SPLIT_K must be >= 16, BLOCK_K / WAVE_SPLIT_K >= 128,
+and the program stores A_ROWS rows of C (a_rows).
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). No load leaves its tensor: rows past
 M or N wrap onto valid rows (their results are masked at the store), and a ragged last K tile
 (EVEN_K False) is masked, its B scales replaced by 1.0 so that padding garbage cannot reach
@@ -84,6 +92,25 @@ def _repeated_rows(x, TIMES: tl.constexpr):
 
 
 @triton.jit
+def _k_slices_as_rows(x, SLICES: tl.constexpr):
+    """x [R, C] -> [SLICES * R, C / SLICES], row s * R + i being x[i, s * C/S : (s + 1) * C/S]."""
+    rows: tl.constexpr = x.shape[0]
+    columns: tl.constexpr = x.shape[1] // SLICES
+    return x.reshape(rows, SLICES, columns).permute(1, 0, 2).reshape(SLICES * rows, columns)
+
+
+@triton.jit
+def _diagonal_block_sum(x, BLOCKS: tl.constexpr):
+    """x [BLOCKS * R, BLOCKS * C] -> [R, C], the sum of its diagonal blocks."""
+    rows: tl.constexpr = x.shape[0] // BLOCKS
+    columns: tl.constexpr = x.shape[1] // BLOCKS
+    x = x.reshape(BLOCKS, rows, BLOCKS, columns)
+    block = tl.arange(0, BLOCKS)
+    x = tl.where(block[:, None, None, None] == block[None, None, :, None], x, 0.0)
+    return tl.sum(tl.sum(x, axis=2), axis=0)
+
+
+@triton.jit
 def _unshuffle_weight_tile(b, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """[BN/16, (BK/2)*16] shuffled bytes -> [BN, BK/2], W[n, kb] (formats.shuffle_weight)."""
     b = b.reshape(BLOCK_N // 16, BLOCK_K // 64, 2, 16, 16).permute(0, 3, 1, 2, 4)
@@ -117,7 +144,7 @@ def preshuffle_gemm_kernel(
     QUANTIZER: tl.constexpr, QUANT_FAST_PATH: tl.constexpr, A_PREQUANTIZED: tl.constexpr,
     NUM_XCDS: tl.constexpr, STORE_MODIFIER: tl.constexpr,
     SPLIT_K_SYNC: tl.constexpr, THREADS: tl.constexpr, SCALES_FIRST: tl.constexpr,
-    A_ROWS: tl.constexpr,
+    A_ROWS: tl.constexpr, WAVE_SPLIT_K: tl.constexpr,
 ):
     pid = tl.program_id(0)
     if NUM_XCDS > 1:
@@ -145,7 +172,8 @@ def preshuffle_gemm_kernel(
     b_ptrs = b_ptr + rows_b[:, None] * stride_bn + (k_start * 8 + cols_b)[None, :]
     bs_ptrs = b_scales_ptr + rows_bs[:, None] * stride_bsn + (k_start + cols_bs)[None, :]
 
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    C_ROWS: tl.constexpr = A_ROWS if WAVE_SPLIT_K > 1 else BLOCK_M   # rows of C stored
+    acc = tl.zeros((WAVE_SPLIT_K * C_ROWS, WAVE_SPLIT_K * BLOCK_N), dtype=tl.float32)
     for k_iter in range(SPLIT_K_SIZE // BLOCK_K):
         k0 = k_start + k_iter * BLOCK_K
         if EVEN_K:
@@ -175,12 +203,17 @@ def preshuffle_gemm_kernel(
         if not A_PREQUANTIZED:
             a, a_scales = quantize_tile_mxfp4(a, A_ROWS, BLOCK_K, QUANTIZER, QUANT_FAST_PATH,
                                                THREADS)
-        if A_ROWS < BLOCK_M:
+        b = _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K)
+        bs = _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K)
+        if WAVE_SPLIT_K > 1:
+            a = _k_slices_as_rows(a, WAVE_SPLIT_K)
+            a_scales = _k_slices_as_rows(a_scales, WAVE_SPLIT_K)
+            b = _k_slices_as_rows(b, WAVE_SPLIT_K)
+            bs = _k_slices_as_rows(bs, WAVE_SPLIT_K)
+        elif A_ROWS < BLOCK_M:
             a = _repeated_rows(a, BLOCK_M // A_ROWS)
             a_scales = _repeated_rows(a_scales, BLOCK_M // A_ROWS)
-        acc = tl.dot_scaled(a, a_scales, "e2m1",
-                            _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K).trans(1, 0),
-                            _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), "e2m1", acc=acc)
+        acc = tl.dot_scaled(a, a_scales, "e2m1", b.trans(1, 0), bs, "e2m1", acc=acc)
         if A_PREQUANTIZED:
             a_ptrs += BLOCK_K // 2
             as_ptrs += BLOCK_K // 32
@@ -189,7 +222,9 @@ def preshuffle_gemm_kernel(
         b_ptrs += BLOCK_K * 8
         bs_ptrs += BLOCK_K
 
-    rows_c = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    if WAVE_SPLIT_K > 1:
+        acc = _diagonal_block_sum(acc, WAVE_SPLIT_K)
+    rows_c = pid_m * BLOCK_M + tl.arange(0, C_ROWS)
     cols_c = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask_c = (rows_c[:, None] < M) & (cols_c[None, :] < N)
     c_ptrs = c_ptr + rows_c[:, None].to(tl.int64) * stride_cm + cols_c[None, :]
@@ -225,6 +260,9 @@ def preshuffle_gemm_kernel(
                 # launch on the queue starts after this one ends, which orders the reset.
                 tl.atomic_xchg(counters_ptr + tile, 0, sem="relaxed")
 
+MIN_DOT_ROWS = 16   # the rows of the smallest scaled MFMA
+
+
 def weight_view(b_shuffle):
     """B_shuffle [N, K/2] (fp4x2 or uint8) -> the kernel's uint8 [N/16, (K/2)*16] view."""
     n, kb = b_shuffle.shape
@@ -238,9 +276,12 @@ def scales_view(b_scale_sh):
                                                     cols * formats.SCALE_TILE_ROWS)
 
 
-def a_rows(m: int, block_m: int) -> int:
-    """The kernel's A_ROWS: block_m, or the power of two at or above m where that is fewer."""
-    return min(block_m, triton.next_power_of_2(m))
+def a_rows(m: int, block_m: int, wave_split_k: int = 1) -> int:
+    """The kernel's A_ROWS: block_m, or the power of two at or above m where that is fewer;
+    with wave_split_k > 1 at least MIN_DOT_ROWS / wave_split_k, the rows its stacked product
+    needs."""
+    rows = min(block_m, triton.next_power_of_2(m))
+    return rows if wave_split_k == 1 else max(rows, MIN_DOT_ROWS // wave_split_k)
 
 
 def gemm_tiles(m: int, n: int, block_m: int, block_n: int) -> int:
@@ -255,7 +296,7 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
                    block_n, block_k, group_m, splits, split_size, reduce_in_gemm, cache_modifier,
                    quantizer="software", quant_fast_path=True, a_scales=None, num_xcds=1,
                    store_modifier=None, splitk_sync="acq_rel", threads=1, scales_first=True,
-                   rows=None):
+                   rows=None, wave_split_k=1):
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
     a is bf16 [M, K], or with a_scales given the codes uint8 [M, K/2] of a quantized A. b and
@@ -263,7 +304,8 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
     column stride. partials (fp32 [splits, M, N], contiguous) and counters (int32 [tiles],
     zero) are read only when splits > 1 (counters only with reduce_in_gemm); pass c where
     they are unused. splitk_sync: "acq_rel" or "write_through" (AMD), see the kernel's text;
-    threads: the program's thread count (a power of two); rows: A_ROWS (default a_rows).
+    threads: the program's thread count (a power of two); rows: A_ROWS (default a_rows);
+    wave_split_k: WAVE_SPLIT_K.
     """
     prequantized = a_scales is not None
     scales = a_scales if prequantized else a
@@ -273,4 +315,4 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
             block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
             k % split_size == 0, cache_modifier, quantizer, quant_fast_path, prequantized, num_xcds,
             store_modifier, splitk_sync, threads, scales_first,
-            a_rows(m, block_m) if rows is None else rows)
+            a_rows(m, block_m, wave_split_k) if rows is None else rows, wave_split_k)

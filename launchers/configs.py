@@ -33,6 +33,9 @@ TASK_SHAPES = TEST_SHAPES + BENCHMARK_SHAPES
 TASK_SEEDS = dict(zip(TASK_SHAPES, (124, 6635, 45, 78, 4565, 15, 457, 54, 687, 7856)))
 
 
+MIN_WAVE_SLICE_K = 128   # the K of one scaled MFMA
+
+
 @dataclass(frozen=True)
 class GemmConfig:
     block_m: int
@@ -52,6 +55,7 @@ class GemmConfig:
     store_modifier: Optional[str] = None   # for the C and partials stores, e.g. ".wt"
     b_scales_first: Optional[bool] = None  # the B-scale load before A and B; None: see below
     quantize_a_once: bool = False    # A quantized by a kernel of its own, then the GEMM on it
+    wave_split_k: int = 1            # K slices of each K tile, one per group of waves
 
     def __post_init__(self):
         problems = []
@@ -69,6 +73,10 @@ class GemmConfig:
             problems.append(f"cache_modifier={self.cache_modifier!r} is not a load modifier")
         if self.store_modifier not in (None, ".wb", ".cg", ".cs", ".wt"):
             problems.append(f"store_modifier={self.store_modifier!r} is not a store modifier")
+        if (self.wave_split_k < 1 or self.wave_split_k & (self.wave_split_k - 1)
+                or self.block_k // self.wave_split_k < MIN_WAVE_SLICE_K):
+            problems.append(f"wave_split_k={self.wave_split_k} must be a power of two leaving "
+                            f">= {MIN_WAVE_SLICE_K} of block_k={self.block_k} to a slice")
         if self.num_xcds < 1:
             problems.append(f"num_xcds={self.num_xcds} must be >= 1")
         if problems:
@@ -86,7 +94,8 @@ class GemmConfig:
                    self.store_modifier and f"store{self.store_modifier}",
                    self.b_scales_first is not None
                    and ("bs-first" if self.b_scales_first else "bs-last"),
-                   self.quantize_a_once and "a-once")
+                   self.quantize_a_once and "a-once",
+                   self.wave_split_k > 1 and f"wk{self.wave_split_k}")
         return " ".join([text] + [option for option in options if option])
 
     @property

@@ -69,7 +69,9 @@ def program_rows(config: GemmConfig, backend: str, m: int, a_prequantized: bool)
     """The GEMM's A_ROWS: kernels.preshuffle_gemm.a_rows, but BLOCK_M for a prequantized A on
     AMD, where Triton 3.6 cannot lower repeated loaded codes (an assertion in its matmul
     lowering, seen cross-compiling for gfx950)."""
-    return config.block_m if a_prequantized and backend == "hip" else a_rows(m, config.block_m)
+    if a_prequantized and backend == "hip":
+        return config.block_m
+    return a_rows(m, config.block_m, config.wave_split_k)
 
 
 def splitk_sync(backend: str) -> str:
@@ -138,7 +140,8 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
                                splitk_sync=splitk_sync(backend),
                                threads=threads_per_program(config.num_warps, backend),
                                scales_first=config.loads_b_scales_first,
-                               rows=program_rows(config, backend, m, a_prequantized))
+                               rows=program_rows(config, backend, m, a_prequantized),
+                               wave_split_k=config.wave_split_k)
     specs.append(LaunchSpec("gemm", preshuffle_gemm_kernel,
                             gemm_grid(m, n, config.block_m, config.block_n, splits),
                             backend_options(backend, num_warps=config.num_warps,

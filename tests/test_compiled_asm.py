@@ -6,7 +6,9 @@ Decisions checked here:
 - the conversion asm's register constraints: its outputs are early-clobber ("=&v"), so no
   register the asm block writes is read again, as a source, by a later instruction of the same
   block (a destination sharing a register with a later input would convert the wrong bytes);
-- each form's assembly holds its own conversion (bf16 or f32 sources) and not the other's.
+- each form's assembly holds its own conversion (bf16 or f32 sources) and not the other's;
+- K split across the waves (WAVE_SPLIT_K) at M = 4: the stacked product's off-diagonal blocks
+  take the MFMAs that repeated rows take without it, no more, and its code has no hazard.
 """
 
 import os
@@ -37,6 +39,12 @@ for quantizer in ("hardware", "hardware-f32"):
     spec = launch_specs(config, "hip", 16, 128, 1024, (1024, 1), "meta", quantizer)[0]
     compiled = compile_for(spec.kernel, spec.sample_args, spec.options)
     (out / f"{quantizer}.s").write_text(compiled.asm["amdgcn"])
+
+for wave_split_k in (1, 4):   # M = 4: four K slices fill the MFMA's 16 rows
+    config = GemmConfig(16, 128, 512, wave_split_k=wave_split_k)
+    spec = launch_specs(config, "hip", 4, 256, 1024, (1024, 1), "meta", "hardware")[0]
+    compiled = compile_for(spec.kernel, spec.sample_args, spec.options)
+    (out / f"wave-split-{wave_split_k}.s").write_text(compiled.asm["amdgcn"])
 
 
 @triton.jit
@@ -109,7 +117,8 @@ def assembly(tmp_path_factory):
     done = subprocess.run([sys.executable, "-m", "gemm_probe", str(folder)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
-    return {form: (folder / f"{form}.s").read_text() for form in [*FORMS, "lone"]}
+    return {form: (folder / f"{form}.s").read_text()
+            for form in [*FORMS, "lone", "wave-split-1", "wave-split-4"]}
 
 
 def test_the_block_parser_sees_a_clobbered_read():
@@ -139,3 +148,14 @@ def test_each_form_holds_its_own_conversion_only(assembly, form):
     other = next(name for name in FORMS if name != form)
     assert FORMS[form] in assembly[form]
     assert FORMS[other] not in assembly[form]
+
+
+def test_k_split_across_the_waves_costs_no_mfma_where_rows_would_repeat(assembly):
+    def scaled_mfmas(text):
+        return len(re.findall(r"^\s*v_mfma_scale_", text, re.MULTILINE))
+    assert scaled_mfmas(assembly["wave-split-4"]) == scaled_mfmas(assembly["wave-split-1"]) > 0
+
+
+def test_k_split_across_the_waves_has_no_hazard(assembly):
+    from tools.gfx950.hazards import asm_hazards
+    assert asm_hazards(assembly["wave-split-4"]) == []

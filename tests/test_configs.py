@@ -4,7 +4,8 @@ table-wide checks).
 Decisions of launchers.configs:
 - GemmConfig accepts or refuses each field: block_n a multiple of 32 dividing 256, block_k and
   block_m powers of two from 256 and 16, split_k, group_m and num_xcds from 1, split_k_reduce,
-  cache_modifier and store_modifier from their lists; every problem is named in one error;
+  cache_modifier and store_modifier from their lists, wave_split_k a power of two leaving
+  slices of at least one MFMA's K; every problem is named in one error;
 - the label: tiles, splits with who reduces them (only when split), warps, stages, and each
   option only when set;
 - heuristic_config: block_m the power of two of M clamped to 16..64, block_n 128 from N = 2048
@@ -32,6 +33,7 @@ def make(**fields):
     ("split_k", (1, 2, 3), (0, -1)),
     ("group_m", (1, 2, 8), (0, -1)),
     ("num_xcds", (1, 8), (0, -1)),
+    ("wave_split_k", (1, 2, 4), (0, -1, 3, 8)),     # block_k 512: slices of 128 at least
     ("split_k_reduce", ("kernel", "last_program"), ("", "atomic", None)),
     ("cache_modifier", (None, ".cg", ".ca", ".cv"), (".wt", "cg", "")),
     ("store_modifier", (None, ".wb", ".cg", ".cs", ".wt"), (".ca", ".cv", "wt", "")),
@@ -63,6 +65,7 @@ def test_every_problem_is_named_in_one_error():
     (dict(num_warps=2, num_stages=3, cache_modifier=".cg"), "16x64x512 sk1 w2 s3 .cg"),
     (dict(waves_per_eu=2, num_xcds=8, store_modifier=".wt"),
      "16x64x512 sk1 w4 s1 wpe2 xcd8 store.wt"),
+    (dict(wave_split_k=4), "16x64x512 sk1 w4 s1 wk4"),
     (dict(num_xcds=1, waves_per_eu=0), "16x64x512 sk1 w4 s1"),
 ])
 def test_the_label_names_what_is_set(fields, label):

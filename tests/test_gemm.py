@@ -16,7 +16,7 @@ import reference
 from kernels import formats
 from kernels.quantize import quantize_rows
 from launchers import current_target, launcher_for
-from launchers.configs import GEMM_CONFIGS, GemmConfig
+from launchers.configs import GEMM_CONFIGS, MIN_WAVE_SLICE_K, GemmConfig
 from launchers import ladder
 from launchers.gemm import GemmLauncher
 from launchers.proof import SPLIT_K_REPEATS
@@ -119,13 +119,15 @@ CONFIG_CASES = [
 ]
 
 
-VARIANTS = {   # name: the GemmConfig fields that select it
-    "reduce-kernel": {},
-    "last-program": {"split_k_reduce": "last_program"},
+VARIANTS = {   # name: the GemmConfig fields that select it, given the case's config
+    "reduce-kernel": lambda config: {},
+    "last-program": lambda config: {"split_k_reduce": "last_program"},
+    # K split across the waves into as many slices as the tile's K holds MFMAs
+    "wave-split": lambda config: {"wave_split_k": config.block_k // MIN_WAVE_SLICE_K},
 }
-VARIANT_CASES = [(shape, dataclasses.replace(config, **fields), splits, name)
+VARIANT_CASES = [(shape, dataclasses.replace(config, **fields(config)), splits, name)
                  for shape, config, splits in CONFIG_CASES for name, fields in VARIANTS.items()
-                 if config.split_k > 1 or "split_k_reduce" not in fields]
+                 if config.split_k > 1 or name != "last-program"]
 
 
 @pytest.mark.parametrize("shape, config, splits, variant", VARIANT_CASES,
@@ -564,17 +566,23 @@ def test_every_call_gets_fresh_outputs(recording_launcher):
     assert first[1] is a and launcher.gemm_arguments(a, b, s, a_scales=s)[0][1] is s
 
 
-@pytest.mark.parametrize("m, block_m, rows", [(1, 16, 1), (3, 16, 4), (4, 16, 4), (8, 32, 8),
-                                              (16, 16, 16), (17, 16, 16), (300, 64, 64)])
-def test_a_program_quantizes_only_the_rows_of_a_there_are(m, block_m, rows):
+@pytest.mark.parametrize("m, block_m, wave_split_k, rows", [
+    (1, 16, 1, 1), (3, 16, 1, 4), (4, 16, 1, 4), (8, 32, 1, 8), (16, 16, 1, 16), (17, 16, 1, 16),
+    (300, 64, 1, 64),
+    # K split across the waves stacks the slices' rows: at least 16 of them for the MFMA
+    (1, 16, 2, 8), (1, 16, 4, 4), (3, 16, 2, 8), (4, 16, 4, 4), (5, 16, 2, 8), (9, 16, 2, 16),
+    (17, 32, 2, 32)])
+def test_a_program_quantizes_only_the_rows_of_a_there_are(m, block_m, wave_split_k, rows):
     """A_ROWS: block_m, or the power of two at or above M where that is fewer (the codes are
-    repeated to block_m rows for the MFMA, and rows past M are masked at the store)."""
+    repeated to block_m rows for the MFMA, and rows past M are masked at the store); with K
+    split across the waves, at least 16 / wave_split_k."""
     from kernels.preshuffle_gemm import a_rows
-    assert a_rows(m, block_m) == rows
-    spec, = gemm_module.launch_specs(GemmConfig(block_m, 64, 256), "hip", m, 64, 512, (512, 1),
-                                     "meta")
+    assert a_rows(m, block_m, wave_split_k) == rows
+    config = GemmConfig(block_m, 64, 512, wave_split_k=wave_split_k)
+    spec, = gemm_module.launch_specs(config, "hip", m, 64, 512, (512, 1), "meta")
     assert spec.sample_args[spec.kernel.arg_names.index("A_ROWS")] == rows
+    assert spec.sample_args[spec.kernel.arg_names.index("WAVE_SPLIT_K")] == wave_split_k
     for backend, want in (("hip", block_m), ("cuda", rows)):
-        prequantized, = gemm_module.launch_specs(GemmConfig(block_m, 64, 256), backend, m, 64,
-                                                 512, (512, 1), "meta", a_prequantized=True)
+        prequantized, = gemm_module.launch_specs(config, backend, m, 64, 512, (512, 1), "meta",
+                                                 a_prequantized=True)
         assert prequantized.sample_args[spec.kernel.arg_names.index("A_ROWS")] == want

@@ -106,6 +106,12 @@ def test_stage_two_offers_pipeline_stages_only_to_splits_of_several_k_tiles(sear
     assert {c.num_stages for c in search.neighbours(two_tiles, 1024)} == set(search.STAGES)
 
 
+@pytest.mark.parametrize("block_k, splits", [(256, {1, 2}), (512, {1, 2, 4}), (1024, {1, 2, 4})])
+def test_stage_two_splits_k_across_the_waves_only_into_slices_of_a_whole_mfma(
+        search, block_k, splits):
+    neighbours = search.neighbours(GemmConfig(16, 32, block_k), 2048)
+    assert {c.wave_split_k for c in neighbours} == splits
+
 
 def test_ranked_takes_the_worst_member_first_and_breaks_ties_by_the_next_worst(search):
     tied_worse = _call(a=10.44, b=9.73, c=8.3)

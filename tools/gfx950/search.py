@@ -8,7 +8,7 @@ of the model family (so the first is the minimax call), in two stages:
      the values below;
   2. around each of the REFINE_TOP best: one field changed at a time (warps, stages,
      waves_per_eu, a second launch for the split-K sum, the cache modifier, the XCD remap,
-     the order of the B-scale load); repeated REFINE_ROUNDS times around the best so far, so
+     the order of the B-scale load, K split across the waves); repeated REFINE_ROUNDS times around the best so far, so
      that changes that pay together are found.
 A config is eligible when it compiles without spills or scratch, has no hazard, its in-kernel
 split-K reduce (if any) is release-ordered, and its quantizer's fast path spends at most
@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 from kernels import formats
-from launchers.configs import GemmConfig
+from launchers.configs import MIN_WAVE_SLICE_K, GemmConfig
 from tools.gfx950.critical_path import CUS
 from tools.gfx950.report import call_rows
 
@@ -38,6 +38,7 @@ SPLITS = (1, 2, 3, 4, 7, 8, 14, 16)
 WARPS = (1, 2, 4, 8)
 STAGES = (1, 2, 3)
 WAVES_PER_EU = (0, 1, 2)
+WAVE_SPLITS_K = (1, 2, 4)
 MAX_TILE_ELEMENTS = 64 * 256 * 1024   # past it the tile spills under every option
 MAX_ROUNDS = 4                        # workgroups past 4 per CU are not worth compiling
 REFINE_TOP = 4
@@ -81,6 +82,8 @@ def neighbours(config: GemmConfig, k: int) -> list:
     changes = ([dict(num_warps=w) for w in WARPS]
                + [dict(num_stages=s) for s in STAGES if per_split > 1 or s == 1]
                + [dict(waves_per_eu=w) for w in WAVES_PER_EU]
+               + [dict(wave_split_k=w) for w in WAVE_SPLITS_K
+                  if config.block_k // w >= MIN_WAVE_SLICE_K]
                + [dict(cache_modifier=None), dict(num_xcds=8),
                   dict(b_scales_first=not config.loads_b_scales_first)])
     if config.split_k > 1:
