@@ -260,8 +260,8 @@ def preshuffle_gemm_kernel(
                 # launch on the queue starts after this one ends, which orders the reset.
                 tl.atomic_xchg(counters_ptr + tile, 0, sem="relaxed")
 
-MIN_DOT_ROWS = 16   # the rows of the smallest scaled MFMA
 
+SCALED_MFMA_ROWS, SCALED_MFMA_K = 16, 128   # the smallest scaled MFMA: 16x16x128
 
 def weight_view(b_shuffle):
     """B_shuffle [N, K/2] (fp4x2 or uint8) -> the kernel's uint8 [N/16, (K/2)*16] view."""
@@ -278,10 +278,10 @@ def scales_view(b_scale_sh):
 
 def a_rows(m: int, block_m: int, wave_split_k: int = 1) -> int:
     """The kernel's A_ROWS: block_m, or the power of two at or above m where that is fewer;
-    with wave_split_k > 1 at least MIN_DOT_ROWS / wave_split_k, the rows its stacked product
-    needs."""
+    with wave_split_k > 1 at least SCALED_MFMA_ROWS / wave_split_k, the rows its stacked
+    product needs."""
     rows = min(block_m, triton.next_power_of_2(m))
-    return rows if wave_split_k == 1 else max(rows, MIN_DOT_ROWS // wave_split_k)
+    return rows if wave_split_k == 1 else max(rows, SCALED_MFMA_ROWS // wave_split_k)
 
 
 def gemm_tiles(m: int, n: int, block_m: int, block_n: int) -> int:

@@ -23,6 +23,7 @@ from typing import Optional
 import triton
 
 from kernels import formats
+from kernels.preshuffle_gemm import SCALED_MFMA_K
 from launchers.config_table import CONFIG_TABLE
 
 TEST_SHAPES = ((8, 2112, 7168), (16, 3072, 1536), (64, 3072, 1536), (256, 2880, 512))
@@ -31,9 +32,6 @@ BENCHMARK_SHAPES = ((4, 2880, 512), (16, 2112, 7168), (32, 4096, 512), (32, 2880
 TASK_SHAPES = TEST_SHAPES + BENCHMARK_SHAPES
 # The seeds the runner's task.yml gives each shape (its tests, then its benchmarks).
 TASK_SEEDS = dict(zip(TASK_SHAPES, (124, 6635, 45, 78, 4565, 15, 457, 54, 687, 7856)))
-
-
-MIN_WAVE_SLICE_K = 128   # the K of one scaled MFMA
 
 
 @dataclass(frozen=True)
@@ -74,9 +72,9 @@ class GemmConfig:
         if self.store_modifier not in (None, ".wb", ".cg", ".cs", ".wt"):
             problems.append(f"store_modifier={self.store_modifier!r} is not a store modifier")
         if (self.wave_split_k < 1 or self.wave_split_k & (self.wave_split_k - 1)
-                or self.block_k // self.wave_split_k < MIN_WAVE_SLICE_K):
+                or self.block_k // self.wave_split_k < SCALED_MFMA_K):
             problems.append(f"wave_split_k={self.wave_split_k} must be a power of two leaving "
-                            f">= {MIN_WAVE_SLICE_K} of block_k={self.block_k} to a slice")
+                            f">= {SCALED_MFMA_K} of block_k={self.block_k} to a slice")
         if self.num_xcds < 1:
             problems.append(f"num_xcds={self.num_xcds} must be >= 1")
         if problems:

@@ -16,7 +16,8 @@ import reference
 from kernels import formats
 from kernels.quantize import quantize_rows
 from launchers import current_target, launcher_for
-from launchers.configs import GEMM_CONFIGS, MIN_WAVE_SLICE_K, GemmConfig
+from kernels.preshuffle_gemm import SCALED_MFMA_K
+from launchers.configs import GEMM_CONFIGS, GemmConfig
 from launchers import ladder
 from launchers.gemm import GemmLauncher
 from launchers.proof import SPLIT_K_REPEATS
@@ -123,7 +124,7 @@ VARIANTS = {   # name: the GemmConfig fields that select it, given the case's co
     "reduce-kernel": lambda config: {},
     "last-program": lambda config: {"split_k_reduce": "last_program"},
     # K split across the waves into as many slices as the tile's K holds MFMAs
-    "wave-split": lambda config: {"wave_split_k": config.block_k // MIN_WAVE_SLICE_K},
+    "wave-split": lambda config: {"wave_split_k": config.block_k // SCALED_MFMA_K},
 }
 VARIANT_CASES = [(shape, dataclasses.replace(config, **fields(config)), splits, name)
                  for shape, config, splits in CONFIG_CASES for name, fields in VARIANTS.items()

@@ -27,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 from kernels import formats
-from launchers.configs import MIN_WAVE_SLICE_K, GemmConfig
+from launchers.configs import GemmConfig
 from tools.gfx950.critical_path import CUS
 from tools.gfx950.report import call_rows
 
@@ -82,15 +82,17 @@ def neighbours(config: GemmConfig, k: int) -> list:
     changes = ([dict(num_warps=w) for w in WARPS]
                + [dict(num_stages=s) for s in STAGES if per_split > 1 or s == 1]
                + [dict(waves_per_eu=w) for w in WAVES_PER_EU]
-               + [dict(wave_split_k=w) for w in WAVE_SPLITS_K
-                  if config.block_k // w >= MIN_WAVE_SLICE_K]
+               + [dict(wave_split_k=w) for w in WAVE_SPLITS_K]
                + [dict(cache_modifier=None), dict(num_xcds=8),
                   dict(b_scales_first=not config.loads_b_scales_first)])
     if config.split_k > 1:
         changes.append(dict(split_k_reduce="kernel"))
     found = {}
     for change in changes:
-        varied = dataclasses.replace(config, **change)
+        try:
+            varied = dataclasses.replace(config, **change)
+        except ValueError:   # a change GemmConfig refuses (e.g. wave slices under one MFMA's K)
+            continue
         if varied != config:
             found[varied.label + str(varied.waves_per_eu)] = varied
     return list(found.values())
