@@ -32,6 +32,9 @@ BENCHMARK_SHAPES = ((4, 2880, 512), (16, 2112, 7168), (32, 4096, 512), (32, 2880
 TASK_SHAPES = TEST_SHAPES + BENCHMARK_SHAPES
 # The seeds the runner's task.yml gives each shape (its tests, then its benchmarks).
 TASK_SEEDS = dict(zip(TASK_SHAPES, (124, 6635, 45, 78, 4565, 15, 457, 54, 687, 7856)))
+# The launchers a config can choose (launchers.paths.build_launcher): "preshuffle", the fused
+# GEMM of kernels.preshuffle_gemm.
+GEMM_PATHS = ("preshuffle",)
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class GemmConfig:
     b_scales_first: Optional[bool] = None  # the B-scale load before A and B; None: see below
     quantize_a_once: bool = False    # A quantized by a kernel of its own, then the GEMM on it
     wave_split_k: int = 1            # K slices of each K tile, one per group of waves
+    path: str = "preshuffle"         # which launcher serves it (GEMM_PATHS)
 
     def __post_init__(self):
         problems = []
@@ -77,6 +81,8 @@ class GemmConfig:
                             f">= {SCALED_MFMA_K} of block_k={self.block_k} to a slice")
         if self.num_xcds < 1:
             problems.append(f"num_xcds={self.num_xcds} must be >= 1")
+        if self.path not in GEMM_PATHS:
+            problems.append(f"path={self.path!r} is not one of {', '.join(GEMM_PATHS)}")
         if problems:
             raise ValueError("bad GemmConfig: " + "; ".join(problems))
 
@@ -93,7 +99,8 @@ class GemmConfig:
                    self.b_scales_first is not None
                    and ("bs-first" if self.b_scales_first else "bs-last"),
                    self.quantize_a_once and "a-once",
-                   self.wave_split_k > 1 and f"wk{self.wave_split_k}")
+                   self.wave_split_k > 1 and f"wk{self.wave_split_k}",
+                   self.path != "preshuffle" and self.path)
         return " ".join([text] + [option for option in options if option])
 
     @property

@@ -32,7 +32,7 @@ import torch
 
 from launchers import aiter_path
 from launchers.configs import config_lookup, heuristic_config, note_untuned
-from launchers.gemm import GemmLauncher
+from launchers.paths import build_launcher
 from launchers.proof import SPLIT_K_REPEATS, proof_cases, prove
 
 HARDWARE_QUANTIZER_ARCHS = ("gfx950",)
@@ -99,8 +99,8 @@ def rungs_for(arch, backend, m, n, k, a_strides, device) -> list:
         note_untuned(arch, m, n, k, config)
 
     def gemm(config, quantizer="software", allow_direct=True):
-        return lambda: GemmLauncher(config, backend, m, n, k, a_strides, device, quantizer,
-                                    allow_direct=allow_direct)
+        return lambda: build_launcher(config, backend, m, n, k, a_strides, device, quantizer,
+                                      allow_direct=allow_direct)
 
     rungs = [Rung(name, gemm(config, quantizer)) for quantizer, name in QUANTIZER_RUNGS.items()
              if quantizer == "software" or arch in HARDWARE_QUANTIZER_ARCHS]

@@ -26,7 +26,7 @@ import torch
 
 from launchers.candidates import CANDIDATES, QUANTIZER_CANDIDATES
 from launchers.configs import GemmConfig, config_for
-from launchers.gemm import GemmLauncher
+from launchers.paths import build_launcher
 from launchers.ladder import QUANTIZER_RUNGS, Rung, prove_rung
 from launchers.proof import proof_cases
 from launchers.timing import RunnerLoop
@@ -198,7 +198,7 @@ def tune(shapes, served_launcher, device, arch, backend, clock=time.monotonic) -
             if candidate == Candidate(served.config, served.quantizer):
                 return served
             config, quantizer = candidate
-            rung = Rung(QUANTIZER_RUNGS[quantizer], lambda: GemmLauncher(
+            rung = Rung(QUANTIZER_RUNGS[quantizer], lambda: build_launcher(
                 config, backend, m, n, k, (k, 1), device, quantizer))
             return prove_rung(rung, m, n, k, (k, 1), device)
 

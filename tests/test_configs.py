@@ -37,6 +37,7 @@ def make(**fields):
     ("split_k_reduce", ("kernel", "last_program"), ("", "atomic", None)),
     ("cache_modifier", (None, ".cg", ".ca", ".cv"), (".wt", "cg", "")),
     ("store_modifier", (None, ".wb", ".cg", ".cs", ".wt"), (".ca", ".cv", "wt", "")),
+    ("path", configs.GEMM_PATHS, ("", "fused", None)),
 ])
 def test_each_field_is_accepted_or_refused_at_its_boundary(field, good, bad):
     for value in good:
@@ -67,6 +68,7 @@ def test_every_problem_is_named_in_one_error():
      "16x64x512 sk1 w4 s1 wpe2 xcd8 store.wt"),
     (dict(wave_split_k=4), "16x64x512 sk1 w4 s1 wk4"),
     (dict(num_xcds=1, waves_per_eu=0), "16x64x512 sk1 w4 s1"),
+    (dict(path="preshuffle"), "16x64x512 sk1 w4 s1"),
 ])
 def test_the_label_names_what_is_set(fields, label):
     assert make(**fields).label == label
@@ -122,3 +124,8 @@ def test_table_entries_keep_every_field_but_the_note():
     table = configs._table({(1, 2, 3): {"block_m": 32, "block_n": 32, "block_k": 256,
                                         "split_k": 2, "num_warps": 2, "note": "x"}})
     assert table == {(1, 2, 3): GemmConfig(32, 32, 256, split_k=2, num_warps=2)}
+
+
+def test_every_path_has_its_launcher():
+    from launchers.paths import LAUNCHERS
+    assert tuple(LAUNCHERS) == configs.GEMM_PATHS

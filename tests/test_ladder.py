@@ -323,7 +323,7 @@ def test_the_ladder_proves_the_direct_launch_of_a_direct_launcher(capsys):
 
 
 # ---------------------------------------------------------------------------------------
-# launchers.ladder's decisions, with a recording GemmLauncher (no kernel runs):
+# launchers.ladder's decisions, with a recording launcher (no kernel runs):
 # - which options each rung builds: the quantizer rungs the table's config with their
 #   quantizer (the hardware ones on gfx950 only) and the direct launch allowed; "standard
 #   launch" the same config, software quantizer, direct launch not allowed; "heuristic config"
@@ -347,7 +347,7 @@ class RecordingGemm:
 
 
 def built_rungs(monkeypatch, arch, shape, aiter=False):
-    monkeypatch.setattr(ladder, "GemmLauncher", RecordingGemm)
+    monkeypatch.setattr(ladder, "build_launcher", RecordingGemm)
     monkeypatch.setattr(ladder.aiter_path, "available", lambda: aiter)
     m, n, k = shape
     rungs = ladder.rungs_for(arch, "hip", m, n, k, (1, m), "meta")

@@ -106,7 +106,7 @@ def test_a_failing_or_wrong_candidate_is_never_timed_and_never_wins():
 class WrongLauncher:
     is_direct = False
 
-    def __init__(self, *args, **kwargs):   # also stands in for GemmLauncher(config, ...)
+    def __init__(self, *args, **kwargs):   # also stands in for build_launcher(config, ...)
         pass
 
     def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
@@ -203,7 +203,7 @@ def test_tune_never_times_or_chooses_a_candidate_that_fails_its_proof(monkeypatc
     would time fastest; each must fail its proof, so the table's entry stays."""
     shape = SHAPE
     assert len(tuner.candidate_configs("gfx950", shape)) > 1
-    monkeypatch.setattr(tuner, "GemmLauncher", WrongLauncher)
+    monkeypatch.setattr(tuner, "build_launcher", WrongLauncher)
     monkeypatch.setattr(tuner, "RunnerLoop", FakeLoop)
     monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
     served = Served(config_for("gfx950", *shape))
@@ -250,7 +250,7 @@ def test_tune_times_on_a_row_major_a_of_the_shape(monkeypatch):
             return super().time_interleaved(calls, count)
 
     seen = set()
-    monkeypatch.setattr(tuner, "GemmLauncher", RightLauncher)
+    monkeypatch.setattr(tuner, "build_launcher", RightLauncher)
     monkeypatch.setattr(tuner, "RunnerLoop", CallingLoop)
     monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
     served = RightLauncher()
@@ -268,7 +268,7 @@ def test_tune_builds_each_candidate_with_its_own_quantizer(monkeypatch, capsys):
         def __init__(self, config, backend, m, n, k, a_strides, device, quantizer):
             built.append((config, quantizer))
 
-    monkeypatch.setattr(tuner, "GemmLauncher", RecordingLauncher)
+    monkeypatch.setattr(tuner, "build_launcher", RecordingLauncher)
     monkeypatch.setattr(tuner, "RunnerLoop", FakeLoop)
     monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
     served = Served(config_for("gfx950", *SHAPE), "hardware")
@@ -373,7 +373,7 @@ def test_the_served_candidate_is_reused_not_rebuilt(monkeypatch, capsys):
         def __init__(self, config, *args):
             built.append(config)
 
-    monkeypatch.setattr(tuner, "GemmLauncher", Recording)
+    monkeypatch.setattr(tuner, "build_launcher", Recording)
     monkeypatch.setattr(tuner, "RunnerLoop", FakeLoop)
     monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
     served = Served(config_for("gfx950", *SHAPE))

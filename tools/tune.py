@@ -135,9 +135,9 @@ def _compile_in_worker(fields: dict, m: int, n: int, k: int):
     try:
         from launchers import current_target
         from launchers.configs import GemmConfig
-        from launchers.gemm import GemmLauncher
+        from launchers.paths import build_launcher
         backend = current_target("cuda")[0]
-        GemmLauncher(GemmConfig(**fields), backend, m, n, k, (k, 1), torch.device("cuda"))
+        build_launcher(GemmConfig(**fields), backend, m, n, k, (k, 1), torch.device("cuda"))
         return None
     except Exception as error:  # reported as the candidate's rejection
         return f"{type(error).__name__}: {error}".splitlines()[0][:300]
@@ -177,13 +177,13 @@ def best_result(results: dict):
 
 def measure(config, backend, data, loop, calls: int) -> dict:
     import reference
-    from launchers.gemm import GemmLauncher
+    from launchers.paths import build_launcher
     from tools.timing import summary
     a, _, _, b_shuffle, b_scale_sh = data
     m, k = a.shape
     n = b_shuffle.shape[0]
     try:
-        launcher = GemmLauncher(config, backend, m, n, k, a.stride(), a.device)
+        launcher = build_launcher(config, backend, m, n, k, a.stride(), a.device)
         ok, message = reference.check_implementation(data, launcher(a, b_shuffle, b_scale_sh))
         if not ok:
             return {"ok": False, "error": f"wrong output: {message}"[:300]}
