@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tools import soak
+from tools.model_shapes import MODEL_LAYERS
 
 
 @pytest.mark.parametrize("requested, verdict", [
@@ -19,13 +20,16 @@ def test_memory_verdict(requested, verdict):
     assert soak.memory_verdict(requested) == verdict
 
 
-def test_random_shapes_stay_in_the_issue_ranges():
+def test_random_shapes_stay_in_their_ranges_and_take_model_layers():
+    layers = {shape for model in MODEL_LAYERS.values() for shape in model.values()}
     shapes = soak.random_shapes(500, random.Random(3))
     assert len(shapes) == 500
     for m, n, k in shapes:
-        assert 1 <= m <= 4096 and 64 <= n <= 8192 and 64 <= k <= 8192
-        assert n % 64 == 0 and k % 64 == 0
-    assert max(m for m, _, _ in shapes) > 1024 and min(m for m, _, _ in shapes) < 16
+        assert 1 <= m <= soak.MAX_RANDOM_M and n % 16 == 0 and k % 64 == 0
+        assert (n, k) in layers or (16 <= n <= 8192 and 64 <= k <= 8192)
+    assert max(m for m, _, _ in shapes) > 8192 and min(m for m, _, _ in shapes) < 16
+    assert 150 < sum((n, k) in layers for _, n, k in shapes) < 350
+    assert any(n % 64 for _, n, _ in shapes)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the exit without a GPU")

@@ -2,8 +2,10 @@
 
     python -m tools.soak [--random-shapes 50] [--calls 10000] [--iterations 100] [--seed 0]
 
-1. `--random-shapes` random shapes (M up to 4096, N and K multiples of 64 up to 8192) through the
-   heuristic configs, each checked against the reference.
+1. `--random-shapes` random shapes through whatever config the lookup serves, each checked
+   against the reference and printed with the config and rung that served it: M from 1 to
+   16384 (spread over its powers of two), (N, K) half the time a built-in model layer's
+   (tools.model_shapes), else N a multiple of 16 and K of 64 up to 8192.
 2. `--calls` calls with fresh inputs (a pool of 8 input sets regenerated every 8 calls), for
    a single-pass and a split-K benchmark shape; the bytes requested from torch's allocator
    at ten checkpoints must not change after the first (see memory_verdict). Also the host
@@ -21,13 +23,22 @@ import torch
 
 from tools.cli import (ArgumentParser, UsageError, check_fault_variable, non_negative_int,
                        usage_error)
+from tools.model_shapes import MODEL_LAYERS
+
+
+MAX_RANDOM_M = 16384
 
 
 def random_shapes(count, rng):
+    layers = sorted({shape for model in MODEL_LAYERS.values() for shape in model.values()})
     shapes = []
     for _ in range(count):
-        m = rng.choice([rng.randint(1, 64), rng.randint(1, 512), rng.randint(1, 4096)])
-        shapes.append((m, 64 * rng.randint(1, 128), 64 * rng.randint(1, 128)))
+        m = rng.randint(1, 1 << rng.randint(0, MAX_RANDOM_M.bit_length() - 1))
+        if rng.random() < 0.5:
+            n, k = rng.choice(layers)
+        else:
+            n, k = 16 * rng.randint(1, 512), 64 * rng.randint(1, 128)
+        shapes.append((m, n, k))
     return shapes
 
 
@@ -69,11 +80,16 @@ def memory_stays_flat(m, n, k, calls, custom_kernel, cached_launcher_count) -> b
     return verdict == "flat"
 
 
+def _label(config) -> str:
+    return getattr(config, "label", str(config))
+
+
 def build_parser():
     parser = ArgumentParser("tools.soak", description=__doc__.splitlines()[0])
     parser.add_argument("--random-shapes", type=non_negative_int, default=50, metavar="COUNT",
                         help="how many random shapes to check against the reference "
-                             "(M up to 4096, N and K multiples of 64 up to 8192; default 50)")
+                             "(M up to 16384, (N, K) a model layer's or N a multiple of 16 "
+                             "and K of 64 up to 8192; default 50)")
     parser.add_argument("--calls", type=non_negative_int, default=10000,
                         help="calls with fresh inputs per memory test, on the first two "
                              "benchmark shapes (default 10000)")
@@ -95,7 +111,7 @@ def main(argv=None):
         print("tools.soak: needs a GPU; run it on a machine with CUDA or ROCm", file=sys.stderr)
         return 2
     import reference
-    from launchers import cached_launcher_count
+    from launchers import cached_launcher_count, launcher_for
     from launchers.configs import BENCHMARK_SHAPES
     from launchers.inputs import problem_of
     from tools.timing import host_time_us
@@ -108,8 +124,11 @@ def main(argv=None):
         data = reference.generate_input(m, n, k, seed=rng.randint(0, 2 ** 30))
         ok, message = reference.check_implementation(data, custom_kernel(data))
         passed, failed = passed + ok, failed + (not ok)
+        served = launcher_for(data[0], n)
         print(f"random shape {i + 1:>3}/{args.random_shapes} {m}x{n}x{k}: "
-              f"{'pass' if ok else 'FAIL ' + message}", flush=True)
+              f"{'pass' if ok else 'FAIL ' + message} ({_label(served.config)}, "
+              f"{getattr(served, 'rung', 'tuned')})", flush=True)
+        del data
     print(f"random shapes: {args.random_shapes} in {time.time() - start:.0f} s", flush=True)
 
     for m, n, k in BENCHMARK_SHAPES[:2]:

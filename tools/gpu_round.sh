@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# One round of GPU checks on an NVIDIA (or AMD) machine, each step's log written to a folder:
+#   bash tools/gpu_round.sh OUTDIR [STEP ...]      (default: every step, in this order)
+# Steps:
+#   suite     python -m pytest -q -n 8 -rs (pytest-xdist): failures, errors, skips and why
+#   shapes    the large-M and odd shapes through custom_kernel, each checked against the
+#             reference and timed beside F.linear on the bf16 weight (tools.bench)
+#   random    50 random shapes over M 1-16384 and the built-in model layers, each served and
+#             checked, with the config and rung that served it (tools.soak)
+#   model     one decode step of the Quark fixture model beside its bf16 twin, M 1-256
+#             (tools.bench --model)
+#   ranked    the one-file bundle through the runner's whole ranked run (tools.evaluate
+#             ranked; its cache clear is --clear-bytes, 1 GiB by default)
+#   import    a cold `import submission`: empty Triton cache, import-time tuning on
+# Each step runs in a process of its own under a time limit (STEP_TIMEOUT_S, default 540),
+# and the round goes on after a failed step; the last line of summary.txt names each step's
+# exit code. Run it from the repository's root.
+set -u -o pipefail
+out="${1:?usage: bash tools/gpu_round.sh OUTDIR [STEP ...]}"
+shift
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(suite shapes random model ranked import)
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+limit="${STEP_TIMEOUT_S:-540}"
+LARGE_SHAPES="1024,4096,4096 2048,4096,4096 2048,7168,2048 1536,2112,7168 2048,4096,4352 4096,4096,4096 8192,8192,8192 1024,208,512"
+
+run_step() {
+    local name="$1"; shift
+    local start=$SECONDS
+    echo "== $name: $*" | tee -a "$out/summary.txt"
+    timeout "$limit" "$@" > "$out/$name.log" 2>&1
+    local code=$?
+    echo "== $name: exit $code in $((SECONDS - start)) s" | tee -a "$out/summary.txt"
+    tail -n 25 "$out/$name.log"
+    results+=("$name=$code")
+}
+
+results=()
+python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__,
+'device', torch.cuda.get_device_name() if torch.cuda.is_available() else 'none')" \
+    | tee -a "$out/summary.txt"
+for step in "${steps[@]}"; do
+    case "$step" in
+        suite)  run_step suite python -m pytest -q -n 8 -rs -p no:cacheprovider ;;
+        shapes) run_step shapes python -m tools.bench --calls 20 --shapes $LARGE_SHAPES \
+                    --json "$out/shapes.json" ;;
+        random) run_step random python -m tools.soak --random-shapes 50 --calls 0 --iterations 0 ;;
+        model)  run_step model python -m tools.bench --model tests/data/quark_tiny_llama \
+                    --json "$out/model.json" ;;
+        ranked) run_step ranked bash -c "python -m tools.bundle && python -m tools.evaluate \
+                    ranked --submission dist/submission.py --json '$out/ranked.json'" ;;
+        import) run_step import env TRITON_CACHE_DIR="$(mktemp -d)" MXFP4_MM_TUNE=1 python -c "
+import subprocess, sys, time
+start = time.perf_counter()
+code = subprocess.call([sys.executable, '-c', 'import submission'])
+print(f'cold import submission: {time.perf_counter() - start:.1f} s, exit {code}')
+sys.exit(code)" ;;
+        *) echo "gpu_round: unknown step $step" | tee -a "$out/summary.txt"; results+=("$step=2") ;;
+    esac
+done
+echo "steps: ${results[*]}" | tee -a "$out/summary.txt"
