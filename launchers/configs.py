@@ -41,12 +41,14 @@ TASK_SEEDS = dict(zip(TASK_SHAPES, (124, 6635, 45, 78, 4565, 15, 457, 54, 687, 7
 # where aiter imports).
 GEMM_PATHS = ("preshuffle", "dequant", "aiter")
 TILE_FIELDS = ("block_m", "block_n", "block_k")
-# The fields a path other than "preshuffle" reads (every other field keeps its default), and
-# the tiles a config of it takes where they are left out (config_from_fields). "dequant" reads
-# the tiles and warps of its dequantize kernel (kernels.dequantize): block_m rows of A,
-# block_n rows of B and block_k columns a program; "aiter" reads none.
+# The fields a path other than "preshuffle" reads (every other field keeps GemmConfig's
+# default), and the values a config of it takes where they are left out (config_from_fields).
+# "dequant" reads the tiles and warps of its dequantize kernel (kernels.dequantize): block_m
+# rows of A, block_n rows of B and block_k columns a program (32 x 256 in 8 warps: 84 VGPRs
+# on gfx950, where 64 x 256 in 4 warps needs 330 and 128 x 256 spills); "aiter" reads none.
 PATH_FIELDS = {"dequant": TILE_FIELDS + ("num_warps",), "aiter": ()}
-PATH_TILES = {"dequant": (64, 128, 256), "aiter": (16, 32, 256)}
+PATH_DEFAULTS = {"dequant": dict(block_m=32, block_n=32, block_k=256, num_warps=8),
+                 "aiter": dict(block_m=16, block_n=32, block_k=256)}
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,7 @@ class GemmConfig:
         if self.path not in GEMM_PATHS:
             problems.append(f"path={self.path!r} is not one of {', '.join(GEMM_PATHS)}")
         elif self.path in PATH_FIELDS:
-            fixed = dict(zip(TILE_FIELDS, PATH_TILES[self.path]))
+            fixed = PATH_DEFAULTS[self.path]
             unread = [f.name for f in fields(self) if f.name not in PATH_FIELDS[self.path]
                       and f.name != "path" and getattr(self, f.name) != fixed.get(f.name, f.default)]
             if unread:
@@ -144,11 +146,10 @@ class GemmConfig:
 
 
 def config_from_fields(config_fields: dict) -> GemmConfig:
-    """GemmConfig(**config_fields), a path other than "preshuffle" taking its PATH_TILES where
-    the tiles are left out (a tuned-shapes file may say {"path": "aiter"})."""
-    path = config_fields.get("path")
-    tiles = dict(zip(TILE_FIELDS, PATH_TILES[path])) if path in PATH_TILES else {}
-    return GemmConfig(**{**tiles, **config_fields})
+    """GemmConfig(**config_fields), a path other than "preshuffle" taking its PATH_DEFAULTS
+    where they are left out (a tuned-shapes file may say {"path": "aiter"})."""
+    defaults = PATH_DEFAULTS.get(config_fields.get("path"), {})
+    return GemmConfig(**{**defaults, **config_fields})
 
 
 DEQUANT_CONFIG = config_from_fields({"path": "dequant"})

@@ -13,8 +13,16 @@ Decisions tested, each by what it changes:
 - the tuned-shapes file naming "dequant" and "aiter" per (N, K, M bucket);
 - "aiter" refused in one line where aiter does not import;
 - the candidates of the import-time tuner and tools.tune at large M;
-- tools.bench --vendor-gemm's threshold from its rows.
+- tools.bench --vendor-gemm's threshold from its rows;
+- every launch of the path compiles for gfx950 (no spill, no scratch) and sm_90 with the
+  runner's Triton (3.6.0).
 """
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -146,8 +154,8 @@ def test_the_chunk_of_b_is_bounded_and_checked():
 # ----------------------------------------------------------------------------- configs
 
 def test_paths_read_their_fields_only_and_their_labels_name_them():
-    assert DEQUANT_CONFIG.label == "dequant 64x128x256 w4" and AITER_CONFIG.label == "aiter"
-    assert config_from_fields({"path": "dequant", "num_warps": 8}).num_warps == 8
+    assert DEQUANT_CONFIG.label == "dequant 32x32x256 w8" and AITER_CONFIG.label == "aiter"
+    assert config_from_fields({"path": "dequant", "num_warps": 4}).num_warps == 4
     with pytest.raises(ValueError, match="path='dequant' reads only .*; leave split_k out"):
         config_from_fields({"path": "dequant", "split_k": 2})
     with pytest.raises(ValueError, match="path='aiter' reads only no field; leave block_m out"):
@@ -181,13 +189,13 @@ def test_the_tuned_shapes_file_names_dequant_and_aiter_per_bucket(tmp_path):
                          file_entry("gfx950", 4096, 4096, AITER_CONFIG, "aiter", m_bucket=4096)])
     hand = tmp_path / "hand.json"
     hand.write_text('{"entries": [{"arch": "sm_90", "n": 2112, "k": 7168, "m_bucket": 8192, '
-                    '"config": {"path": "dequant", "num_warps": 8}}, {"arch": "gfx950", "n": 2112, '
+                    '"config": {"path": "dequant", "num_warps": 4}}, {"arch": "gfx950", "n": 2112, '
                     '"k": 7168, "m": 3000, "config": {"path": "aiter"}}]}')
     assert load_configs(path) == 2 and load_configs(hand) == 2
     assert config_lookup("sm_90", 1500, 4096, 4096) == (DEQUANT_CONFIG, "bucket")
     assert config_lookup("gfx950", 3000, 4096, 4096) == (AITER_CONFIG, "bucket")
     assert config_lookup("sm_90", 8000, 2112, 7168)[0] == config_from_fields(
-        {"path": "dequant", "num_warps": 8})
+        {"path": "dequant", "num_warps": 4})
     assert config_lookup("gfx950", 3000, 2112, 7168) == (AITER_CONFIG, "file")
 
 
@@ -255,7 +263,7 @@ def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_can
     built.clear()
     replacements = tuner.tune([shape], lambda s: served, "cpu", "sm_89", "cuda")
     assert built == [heuristic_config(*shape)] and list(replacements) == [shape]
-    assert "dequant 64x128x256 w4" in capsys.readouterr().err
+    assert "dequant 32x32x256 w8" in capsys.readouterr().err
     below = (VENDOR_GEMM_FROM_M - 1, 32, 64)
     served_below = Right(config_lookup("sm_89", *below)[0])
     assert tuner.tune([below], lambda s: served_below, "cpu", "sm_89", "cuda") == {}
@@ -291,3 +299,40 @@ def test_the_vendor_gemm_threshold_is_where_dequant_wins_from_on_every_n_k():
     lines = bench.format_vendor_table(rows).splitlines()
     assert lines[1].endswith("fused") and lines[2].endswith("dequant") and len(lines) == 8
     assert bench.vendor_gemm_grid()[:2] == ["256,4096,4096", "512,4096,4096"]
+
+
+# ----------------------------------------------------------------------------- cross-compiled
+
+_CROSS_COMPILE = """
+import json, torch
+from launchers.configs import DEQUANT_CONFIG
+from launchers.dequant import dequant_launch_specs
+from tools.gfx950.cross_compile import GFX950, SM90, compile_for
+from tools.gfx950.report import _metadata_int
+rows = []
+for target, backend in ((GFX950, "hip"), (SM90, "cuda")):
+    for spec in dequant_launch_specs(DEQUANT_CONFIG, backend, 37, 96, 320, (1, 37),
+                                     torch.device("meta"), chunk_n=64):
+        asm = compile_for(spec.kernel, spec.sample_args, spec.options, target).asm
+        code = asm.get("amdgcn", "")
+        rows.append([backend, spec.name, sorted(asm), _metadata_int(code, "vgpr_spill_count"),
+                     _metadata_int(code, "private_segment_fixed_size")])
+print(json.dumps(rows))
+"""
+
+
+def test_every_launch_compiles_for_gfx950_and_sm90_with_the_runners_triton():
+    from tools.gfx950.cross_compile import RUNNER_TRITON, side_triton
+    root = Path(__file__).resolve().parents[1]
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(root)])
+    done = subprocess.run([sys.executable, "-c", _CROSS_COMPILE], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads(done.stdout.splitlines()[-1])
+    names = ["quantize", "dequantize_a", "dequantize_b", "dequantize_b_last"]
+    assert [(backend, name) for backend, name, *_ in rows] == [
+        (backend, name) for backend in ("hip", "cuda") for name in names]
+    for backend, name, stages, spills, scratch in rows:
+        assert ("hsaco" if backend == "hip" else "cubin") in stages, (backend, name)
+        assert spills == scratch == 0, (backend, name)

@@ -53,6 +53,7 @@ COPY_BYTES = 1 << 30
 COPY_REPETITIONS = 5
 DEFAULT_CALLS = 100
 DEFAULT_HOST_CALLS = 200
+DEFAULT_SHAPES = ["benchmarks"]
 
 US_COLUMNS = (("fused", "a fused"), ("unfused", "b unfused"), ("reference", "c ref"),
               ("bf16_linear", "d bf16"), ("floor", "e floor"))
@@ -436,7 +437,7 @@ def run_vendor_gemm(specs, args) -> int:
 
 def build_parser():
     parser = ArgumentParser("tools.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", nargs="+", default=None, metavar="SHAPES",
+    parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES, metavar="SHAPES",
                         help=f"{SHAPES_HELP}; default benchmarks (with --vendor-gemm: each M "
                              f"of {','.join(map(str, VENDOR_GEMM_M))} with each N,K of "
                              f"{' '.join(f'{n},{k}' for n, k in VENDOR_GEMM_NK)})")
@@ -462,8 +463,8 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
-        if args.shapes is None:
-            args.shapes = vendor_gemm_grid() if args.vendor_gemm else ["benchmarks"]
+        if args.vendor_gemm and args.shapes is DEFAULT_SHAPES:   # --shapes not given
+            args.shapes = vendor_gemm_grid()
         specs = parse_shapes(args.shapes)
         if args.vendor_gemm and args.png:
             raise UsageError("--png goes without --vendor-gemm")
