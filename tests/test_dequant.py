@@ -336,3 +336,16 @@ def test_every_launch_compiles_for_gfx950_and_sm90_with_the_runners_triton():
     for backend, name, stages, spills, scratch in rows:
         assert ("hsaco" if backend == "hip" else "cubin") in stages, (backend, name)
         assert spills == scratch == 0, (backend, name)
+
+
+def test_a_vendor_gemm_row_proves_checks_and_times_both_paths_and_bf16(device):
+    from tools import bench
+    timed = []
+
+    def time_us(fn):
+        timed.append(fn())
+        return float(len(timed))
+    row = bench.vendor_gemm_row({"m": 5, "n": 64, "k": 192, "seed": 1}, time_us, device=device)
+    assert row["errors"] == {} and row["fused_config"] == heuristic_config(5, 64, 192).label
+    assert (row["fused_us"], row["dequant_us"], row["bf16_us"]) == (1.0, 2.0, 3.0)
+    assert [tuple(out.shape) for out in timed] == [(5, 64)] * 3

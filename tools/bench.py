@@ -421,8 +421,10 @@ def run_vendor_gemm(specs, args) -> int:
         print(f"vendor GEMM threshold on {arch}: none (the dequant path does not win on every "
               f"(N, K) at the largest M timed)")
     else:
+        below = (" (the smallest M timed: time smaller ones with --shapes to see whether it "
+                 "wins below)" if threshold == min(row["m"] for row in rows) else "")
         print(f"vendor GEMM threshold on {arch}: the dequant path wins on every (N, K) from "
-              f"M = {threshold}: set launchers.configs.VENDOR_GEMM_FROM_M = {threshold}")
+              f"M = {threshold}: set launchers.configs.VENDOR_GEMM_FROM_M = {threshold}{below}")
     if args.json:
         Path(args.json).write_text(json.dumps(dict(device=device, calls=args.calls, rows=rows,
                                                    wins_from={f"{n},{k}": m for (n, k), m
@@ -467,7 +469,7 @@ def main(argv=None):
             args.shapes = vendor_gemm_grid()
         specs = parse_shapes(args.shapes)
         if args.vendor_gemm and args.png:
-            raise UsageError("--png goes without --vendor-gemm")
+            raise UsageError("--png does not apply to --vendor-gemm")
         if args.png:
             require_matplotlib()
         check_fault_variable()
