@@ -99,8 +99,9 @@ class GemmConfig:
             problems.append(f"path={self.path!r} is not one of {', '.join(GEMM_PATHS)}")
         elif self.path in PATH_FIELDS:
             fixed = PATH_DEFAULTS[self.path]
-            unread = [f.name for f in fields(self) if f.name not in PATH_FIELDS[self.path]
-                      and f.name != "path" and getattr(self, f.name) != fixed.get(f.name, f.default)]
+            unread = [f.name for f in fields(self)
+                      if f.name not in PATH_FIELDS[self.path] + ("path",)
+                      and getattr(self, f.name) != fixed.get(f.name, f.default)]
             if unread:
                 problems.append(f"path={self.path!r} reads only "
                                 f"{', '.join(PATH_FIELDS[self.path]) or 'no field'}; leave "
@@ -111,7 +112,7 @@ class GemmConfig:
     @property
     def label(self) -> str:
         """Short form, e.g. "16x128x512 sk14/lp w4 s1 .cg" (lp/rk: who reduces the splits);
-        "dequant 64x128x256 w4" and "aiter" for the other paths."""
+        "dequant 32x32x256 w8" and "aiter" for the other paths."""
         if self.path == "aiter":
             return "aiter"
         if self.path == "dequant":
@@ -192,9 +193,9 @@ QUANTIZE_ONCE_MIN_M = 1024
 # From this M on, config_lookup serves the "dequant" path (vendor_gemm_from_m) where the chip
 # has no FP4 MMA. Set it from a measurement on sm_90: `python -m tools.bench --vendor-gemm`
 # times the fused path, the dequant path and F.linear bf16 per shape and prints, last, the
-# smallest M from which the dequant path wins on every (N, K) it timed. Until it has run, the M
-# from which the heuristic quantizes A once (below, QUANTIZE_ONCE_MIN_M).
-VENDOR_GEMM_FROM_M = 1024
+# smallest M from which the dequant path wins on every (N, K) it timed. Until that has run on
+# sm_90, the M from which the heuristic quantizes A once: a choice, not a measured crossover.
+VENDOR_GEMM_FROM_M = QUANTIZE_ONCE_MIN_M
 _NVIDIA_ARCH = re.compile(r"sm_(\d+)")
 FP4_MMA_FROM_SM = 100     # NVIDIA's FP4 MMA (tcgen05 block-scaled) starts with sm_100
 
