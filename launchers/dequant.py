@@ -118,7 +118,7 @@ class DequantLauncher:
         self.splits = 1
         self.chunk_n = _checked_chunk(n, k, chunk_n)
         specs = dequant_launch_specs(config, backend, m, n, k, a_strides, device, quantizer,
-                                     self.chunk_n)
+                                     chunk_n)
         self.launches = {spec.name: KernelLaunch(*spec[1:], allow_direct=allow_direct)
                          for spec in specs}
         self.constants = {spec.name: spec.sample_args[QUANTIZE_TENSOR_ARGS if spec.name == "quantize"

@@ -109,6 +109,13 @@ def test_the_launcher_passes_the_ladders_proof_repeated_calls_included(device):
                                      "dequantize_b_last"]
 
 
+@pytest.mark.parametrize("m, n, k, chunk_n", [(1, 16, 128, None), (2, 48, 64, 32)])
+def test_n_of_16_rows_past_a_scale_tile_is_proven_whole_and_as_a_last_chunk(device, m, n, k,
+                                                                            chunk_n):
+    rung = ladder.Rung("dequant", lambda: launcher(m, n, k, (k, 1), device, chunk_n))
+    assert ladder.prove_rung(rung, m, n, k, (k, 1), device).chunk_n == min(n, chunk_n or n)
+
+
 class SkippedLaunch:
     is_direct = False
 
