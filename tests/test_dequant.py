@@ -69,8 +69,10 @@ def test_every_code_under_every_scale_is_the_formats_value_bit_for_bit(device):
     assert same_values(got, want)
 
 
-@pytest.mark.parametrize("n, k", [(48, 320), (96, 64)])
-def test_the_preshuffled_weight_dequantizes_to_the_unshuffled_values(device, n, k):
+@pytest.mark.parametrize("n, k, block_k", [(48, 320, 256), (96, 64, 256), (256, 576, 512)])
+def test_the_preshuffled_weight_dequantizes_to_the_unshuffled_values(device, n, k, block_k):
+    """K a multiple of 64 only: the last K tile is ragged; at K = 576 with 512-wide tiles it
+    also runs past the scales' padding, which only the masks keep it from reading."""
     generator = torch.Generator().manual_seed(n + k)
     codes = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=generator)
     scales = torch.randint(100, 150, (n, k // 32), dtype=torch.uint8, generator=generator)
@@ -78,7 +80,7 @@ def test_the_preshuffled_weight_dequantizes_to_the_unshuffled_values(device, n, 
     b_shuffle = formats.shuffle_weight(codes)
     b_scale_sh = formats.e8m0_shuffle(scales, pad_value=formats.SCALE_PAD_BYTE)
     got = dequantize_to_bf16(b_shuffle.to(device), b_scale_sh.to(device), k, preshuffled=True,
-                             block_rows=32).cpu()
+                             block_rows=32, block_k=block_k).cpu()
     assert same_values(got, formats.dequantize_mxfp4(codes, scales))
 
 
