@@ -4,7 +4,7 @@ emulation and the fused GEMM is compute-bound on its upcasts at large M.
 
 Per call: kernels.quantize's quantize kernel writes A's MXFP4 codes and scales (the same bits
 as the fused GEMM's, so bit-exact to the reference's quantization); kernels.dequantize turns
-them into bf16 [M, K]; then, N_CHUNK rows of B at a time, the dequantize kernel turns the
+them into bf16 [M, K]; then, chunk_n rows of B at a time, the dequantize kernel turns the
 preshuffled B_shuffle / B_scale_sh rows into bf16 [rows, K] and torch.matmul multiplies
 (cuBLAS or hipBLASLt) into C's columns. Every dequantized value is exact in bf16
 (kernels.dequantize says why), and a bf16 product is exact in fp32, so the GEMM computes the
