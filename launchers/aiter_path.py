@@ -1,8 +1,11 @@
-"""The ladder's last rung: aiter's own path, as the runner's reference computes C.
+"""The ladder's last rung and the config path "aiter": aiter's own path, as the runner's
+reference computes C.
 
 `AiterLauncher(m, n)` quantizes A with aiter's Triton `dynamic_mxfp4_quant`, shuffles its
 scales with `e8m0_shuffle` and calls `gemm_a4w4` on the preshuffled weight. Only where aiter
 imports (AMD); `available()` says whether it does. Two or more launches per call.
+`build_aiter_launcher(config, ...)` is the launcher of a config whose path is "aiter"
+(launchers.paths): where aiter does not import it raises one line.
 """
 
 import functools
@@ -45,3 +48,19 @@ class AiterLauncher:
         codes, scales = quantize(a)
         return gemm_a4w4(codes.view(_FP4), b_shuffle.view(_FP4), shuffle_scales(scales.view(_E8M0)),
                          b_scale_sh.view(_E8M0), dtype=torch.bfloat16, bpreshuffle=True)[:self.m]
+
+
+class AiterUnavailable(RuntimeError):
+    """A config names the "aiter" path where aiter does not import."""
+
+
+def build_aiter_launcher(config, backend, m, n, k, a_strides, device, quantizer="software",
+                         allow_direct=True) -> AiterLauncher:
+    """The launcher of a config whose path is "aiter" (the arguments of launchers.paths's
+    launchers; aiter reads only M and N)."""
+    if not available():
+        raise AiterUnavailable("path 'aiter' needs aiter, which does not import here")
+    launcher = AiterLauncher(m, n)
+    launcher.config = config
+    launcher.quantizer = quantizer
+    return launcher

@@ -14,7 +14,32 @@ second wave hides, nor bytes per CU); none spills, needs scratch or has a hazard
 3.6.0, each in-kernel split-K reduce is release-ordered (`python -m tools.isa --arch gfx950
 --candidates`). sm_90: the neighbours of
 the tools.tune winners, and a later tools.tune winner.
+
+`path_candidates(arch, m)`: the other launchers (launchers.configs.GEMM_PATHS) that the
+import-time tuner and tools.tune time beside ours at M, as config fields.
 """
+
+from launchers import aiter_path
+from launchers.configs import QUANTIZE_ONCE_MIN_M, vendor_gemm_from_m
+
+# aiter's gemm_a4w4 is an assembly GEMM tuned for large M; from this M on (the M from which our
+# heuristic quantizes A once) it is timed beside ours on gfx950. No task shape reaches it.
+# Not a measured crossover: the timing decides.
+AITER_CANDIDATE_FROM_M = QUANTIZE_ONCE_MIN_M
+AITER_ARCHS = ("gfx950",)
+
+
+def path_candidates(arch: str, m: int) -> list:
+    """[config fields]: {"path": "dequant"} where M is at or above
+    launchers.configs.vendor_gemm_from_m(arch) (chips without FP4 MMA), {"path": "aiter"} on
+    gfx950 from AITER_CANDIDATE_FROM_M where aiter imports."""
+    found = []
+    vendor_from_m = vendor_gemm_from_m(arch)
+    if vendor_from_m is not None and m >= vendor_from_m:
+        found.append({"path": "dequant"})
+    if arch in AITER_ARCHS and m >= AITER_CANDIDATE_FROM_M and aiter_path.available():
+        found.append({"path": "aiter"})
+    return found
 
 QUANTIZER_CANDIDATES = {'hardware': ('hardware-f32',)}
 

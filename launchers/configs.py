@@ -3,7 +3,9 @@
 `config_lookup(arch, m, n, k) -> (config, source)` is the lookup used by the launchers, in
 this order: the table's entry for the exact shape ("table"), a tuned-shapes file's entry for
 the exact shape ("file"), a file's entry for (N, K) and the M bucket of M ("bucket": the
-smallest power of two >= M, at most M_BUCKET_CAP), else `heuristic_config` ("heuristic").
+smallest power of two >= M, at most M_BUCKET_CAP), else, on a chip without FP4 MMA from
+`vendor_gemm_from_m(arch)` on, DEQUANT_CONFIG (the "dequant" path), else `heuristic_config`
+(both "heuristic").
 So the task shapes keep the table's entries whatever a file holds. Arch keys are Triton
 target names: "gfx950" (MI355X), "sm_90" (H100/H200); the interpreter uses the gfx950 entries
 so that CPU tests run the production tiling. The table's entries are data in
@@ -16,6 +18,7 @@ it); `untuned_shapes()` lists those seen.
 """
 
 import os
+import re
 import sys
 from dataclasses import dataclass, fields
 from typing import Optional
@@ -33,8 +36,19 @@ TASK_SHAPES = TEST_SHAPES + BENCHMARK_SHAPES
 # The seeds the runner's task.yml gives each shape (its tests, then its benchmarks).
 TASK_SEEDS = dict(zip(TASK_SHAPES, (124, 6635, 45, 78, 4565, 15, 457, 54, 687, 7856)))
 # The launchers a config can choose (launchers.paths.build_launcher): "preshuffle", the fused
-# GEMM of kernels.preshuffle_gemm.
-GEMM_PATHS = ("preshuffle",)
+# GEMM of kernels.preshuffle_gemm; "dequant", A quantized, A and B dequantized to bf16 and the
+# vendor GEMM (launchers.dequant); "aiter", aiter's quantize + gemm_a4w4 (launchers.aiter_path,
+# where aiter imports).
+GEMM_PATHS = ("preshuffle", "dequant", "aiter")
+TILE_FIELDS = ("block_m", "block_n", "block_k")
+# The fields a path other than "preshuffle" reads (every other field keeps GemmConfig's
+# default), and the values a config of it takes where they are left out (config_from_fields).
+# "dequant" reads the tiles and warps of its dequantize kernel (kernels.dequantize): block_m
+# rows of A, block_n rows of B and block_k columns a program (32 x 256 in 8 warps: 84 VGPRs
+# on gfx950, where 64 x 256 in 4 warps needs 330 and 128 x 256 spills); "aiter" reads none.
+PATH_FIELDS = {"dequant": TILE_FIELDS + ("num_warps",), "aiter": ()}
+PATH_DEFAULTS = {"dequant": dict(block_m=32, block_n=32, block_k=256, num_warps=8),
+                 "aiter": dict(block_m=16, block_n=32, block_k=256)}
 
 
 @dataclass(frozen=True)
@@ -83,12 +97,26 @@ class GemmConfig:
             problems.append(f"num_xcds={self.num_xcds} must be >= 1")
         if self.path not in GEMM_PATHS:
             problems.append(f"path={self.path!r} is not one of {', '.join(GEMM_PATHS)}")
+        elif self.path in PATH_FIELDS:
+            fixed = PATH_DEFAULTS[self.path]
+            unread = [f.name for f in fields(self)
+                      if f.name not in PATH_FIELDS[self.path] + ("path",)
+                      and getattr(self, f.name) != fixed.get(f.name, f.default)]
+            if unread:
+                problems.append(f"path={self.path!r} reads only "
+                                f"{', '.join(PATH_FIELDS[self.path]) or 'no field'}; leave "
+                                f"{', '.join(unread)} out")
         if problems:
             raise ValueError("bad GemmConfig: " + "; ".join(problems))
 
     @property
     def label(self) -> str:
-        """Short form, e.g. "16x128x512 sk14/lp w4 s1 .cg" (lp/rk: who reduces the splits)."""
+        """Short form, e.g. "16x128x512 sk14/lp w4 s1 .cg" (lp/rk: who reduces the splits);
+        "dequant 32x32x256 w8" and "aiter" for the other paths."""
+        if self.path == "aiter":
+            return "aiter"
+        if self.path == "dequant":
+            return f"dequant {self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps}"
         text = f"{self.block_m}x{self.block_n}x{self.block_k} sk{self.split_k}"
         if self.split_k > 1:
             text += "/lp" if self.split_k_reduce == "last_program" else "/rk"
@@ -99,8 +127,7 @@ class GemmConfig:
                    self.b_scales_first is not None
                    and ("bs-first" if self.b_scales_first else "bs-last"),
                    self.quantize_a_once and "a-once",
-                   self.wave_split_k > 1 and f"wk{self.wave_split_k}",
-                   self.path != "preshuffle" and self.path)
+                   self.wave_split_k > 1 and f"wk{self.wave_split_k}")
         return " ".join([text] + [option for option in options if option])
 
     @property
@@ -117,6 +144,17 @@ class GemmConfig:
         """(number of splits actually launched, K elements per split) for this K."""
         size = formats.pad_to(formats.cdiv(k, self.split_k), self.block_k)
         return formats.cdiv(k, size), size
+
+
+def config_from_fields(config_fields: dict) -> GemmConfig:
+    """GemmConfig(**config_fields), a path other than "preshuffle" taking its PATH_DEFAULTS
+    where they are left out (a tuned-shapes file may say {"path": "aiter"})."""
+    defaults = PATH_DEFAULTS.get(config_fields.get("path"), {})
+    return GemmConfig(**{**defaults, **config_fields})
+
+
+DEQUANT_CONFIG = config_from_fields({"path": "dequant"})
+AITER_CONFIG = config_from_fields({"path": "aiter"})
 
 
 def non_default_fields(config: GemmConfig) -> dict:
@@ -150,6 +188,26 @@ _TARGET_WORKGROUPS = 128
 # From this M on, the heuristic quantizes A once: the fused GEMM quantizes each row of A once
 # per N tile, cdiv(N, BLOCK_N) times over, which outgrows the MFMA work as M grows.
 QUANTIZE_ONCE_MIN_M = 1024
+
+
+# From this M on, config_lookup serves the "dequant" path (vendor_gemm_from_m) where the chip
+# has no FP4 MMA. Set it from a measurement on sm_90: `python -m tools.bench --vendor-gemm`
+# times the fused path, the dequant path and F.linear bf16 per shape and prints, last, the
+# smallest M from which the dequant path wins on every (N, K) it timed. Until that has run on
+# sm_90, the M from which the heuristic quantizes A once: a choice, not a measured crossover.
+VENDOR_GEMM_FROM_M = QUANTIZE_ONCE_MIN_M
+_NVIDIA_ARCH = re.compile(r"sm_(\d+)")
+FP4_MMA_FROM_SM = 100     # NVIDIA's FP4 MMA (tcgen05 block-scaled) starts with sm_100
+
+
+def vendor_gemm_from_m(arch: str) -> Optional[int]:
+    """The M from which config_lookup serves the "dequant" path for arch (after the table's
+    and a file's entries): VENDOR_GEMM_FROM_M on NVIDIA chips without FP4 MMA (before sm_100,
+    where tl.dot_scaled is an emulation); None elsewhere."""
+    match = _NVIDIA_ARCH.fullmatch(arch)
+    if match and int(match.group(1)) < FP4_MMA_FROM_SM:
+        return VENDOR_GEMM_FROM_M
+    return None
 
 
 def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
@@ -204,6 +262,9 @@ def config_lookup(arch: str, m: int, n: int, k: int) -> tuple:
         config = entries.get(arch, {}).get(key)
         if config is not None:
             return config, source
+    vendor_from_m = vendor_gemm_from_m(arch)
+    if vendor_from_m is not None and m >= vendor_from_m:
+        return DEQUANT_CONFIG, "heuristic"
     return heuristic_config(m, n, k), "heuristic"
 
 

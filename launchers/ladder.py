@@ -14,7 +14,8 @@
 
 A rung fails when building it raises (a compiler error, say) or its proof (launchers.proof)
 fails (a launcher whose GEMM reduces split-K in the kernel runs SPLIT_K_REPEATS more times on
-the first proof case, each output byte for byte the first); each step down prints one
+the first proof case, one with a `proof_repeats` attribute that many, each output byte for
+byte the first); each step down prints one
 stderr line naming the shape as MxNxK, the rung and the reason, and the rung that then serves
 the shape says so too. When every rung fails, a RuntimeError names the shape and why each rung
 failed. A shape whose first rung passes prints nothing.
@@ -121,7 +122,8 @@ def _one_line(error: BaseException) -> str:
 def prove_rung(rung: Rung, m, n, k, a_strides, device):
     """The rung's launcher once proven; raises whatever building or proving it raised."""
     launcher = rung.build()
-    repeats = SPLIT_K_REPEATS if getattr(launcher, "reduces_in_kernel", False) else 0
+    repeats = (SPLIT_K_REPEATS if getattr(launcher, "reduces_in_kernel", False)
+               else getattr(launcher, "proof_repeats", 0))
     prove(launcher, proof_cases(m, n, k, a_strides, device), getattr(launcher, "is_direct", False),
           repeats)
     launcher.rung = rung.name

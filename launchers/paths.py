@@ -1,9 +1,11 @@
 """The launcher that serves a config, by its path (launchers.configs.GEMM_PATHS)."""
 
+from launchers.aiter_path import build_aiter_launcher
 from launchers.configs import GemmConfig
+from launchers.dequant import DequantLauncher
 from launchers.gemm import GemmLauncher
 
-LAUNCHERS = {"preshuffle": GemmLauncher}
+LAUNCHERS = {"preshuffle": GemmLauncher, "dequant": DequantLauncher, "aiter": build_aiter_launcher}
 
 
 def build_launcher(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,

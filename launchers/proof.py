@@ -141,4 +141,4 @@ def prove(run, cases, has_direct: bool, repeats: int = 0) -> None:
             if differing:
                 raise ProofFailure(f"repeated call {call} of {repeats} differs from the first "
                                    f"output in {differing} of {standard.numel()} elements on "
-                                   f"{kind} (the split-K sum order is fixed)")
+                                   f"{kind} (the sum order is fixed)")

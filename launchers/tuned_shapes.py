@@ -7,7 +7,8 @@ A JSON object {"entries": [ENTRY, ...]}, each ENTRY
 
 with either "m_bucket" (a power of two from 1 to launchers.configs.M_BUCKET_CAP: the entry
 serves every M whose bucket it is) or "m" (that exact M). "config" holds GemmConfig fields
-(those left out take their defaults); "note" is optional. N must be a multiple of 16 and K
+(those left out take their defaults; "path" names the launcher, launchers.configs.GEMM_PATHS:
+{"path": "dequant"} or {"path": "aiter"} alone is a whole config); "note" is optional. N must be a multiple of 16 and K
 of 64, as for every call.
 
 `load_configs(path)` reads one and adds its entries to the lookup (launchers.configs:
@@ -24,7 +25,8 @@ import os
 import sys
 from pathlib import Path
 
-from launchers.configs import GemmConfig, add_entries, is_m_bucket, non_default_fields
+from launchers.configs import (GemmConfig, add_entries, config_from_fields, is_m_bucket,
+                               non_default_fields)
 
 CONFIGS_VARIABLE = "MXFP4_MM_CONFIGS"
 _KEYS = {"arch", "n", "k", "m", "m_bucket", "config", "note"}
@@ -69,7 +71,7 @@ def parse_entry(entry) -> tuple:
     if not isinstance(entry.get("config"), dict):
         raise ValueError("\"config\" must be an object of GemmConfig fields")
     try:
-        config = GemmConfig(**entry["config"])
+        config = config_from_fields(entry["config"])
     except TypeError as error:    # an unknown field
         raise ValueError(f"config: {error}") from None
     if "m" in entry:

@@ -3,7 +3,8 @@
 `tune(shapes, device)` runs after the pre-warm on GPU backends, unless MXFP4_MM_TUNE=0. Per
 benchmark shape whose table entry was served by a quantizer rung of the ladder, it builds the
 candidates of launchers.candidates (the table's entry first, then the table's entry with the
-other quantizers listed for the served one), proves each as the ladder does
+other quantizers listed for the served one, then the other paths at large M: "dequant" on
+chips without FP4 MMA, "aiter" on gfx950 where it imports), proves each as the ladder does
 (one that fails is dropped, never timed), and times the proven ones round-robin with the
 runner's protocol (launchers.timing: synchronize, a 1 GiB cache-clearing write, events around
 one call), at least MIN_CALLS calls each, on the project's own inputs. A candidate replaces the
@@ -24,8 +25,8 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from launchers.candidates import CANDIDATES, QUANTIZER_CANDIDATES
-from launchers.configs import GemmConfig, config_for
+from launchers.candidates import CANDIDATES, QUANTIZER_CANDIDATES, path_candidates
+from launchers.configs import GemmConfig, config_for, config_from_fields, heuristic_config
 from launchers.paths import build_launcher
 from launchers.ladder import QUANTIZER_RUNGS, Rung, prove_rung
 from launchers.proof import proof_cases
@@ -79,11 +80,16 @@ def budget_s() -> float:
 
 
 def candidate_configs(arch: str, shape: tuple) -> list:
-    """The table's entry, then the listed alternatives that differ from it (at most
-    MAX_CANDIDATES in all)."""
+    """The table's entry, then the alternatives that differ from it (at most MAX_CANDIDATES in
+    all): the other paths at this M (launchers.candidates.path_candidates), the listed
+    configs, and where the table's entry is another path, the heuristic's fused config."""
     configs = [config_for(arch, *shape)]
-    for fields in CANDIDATES.get(arch, {}).get(tuple(shape), []):
-        config = GemmConfig(**fields)
+    listed = CANDIDATES.get(arch, {}).get(tuple(shape), [])
+    alternatives = ([config_from_fields(fields) for fields in path_candidates(arch, shape[0])]
+                    + [GemmConfig(**fields) for fields in listed])
+    if configs[0].path != "preshuffle":
+        alternatives.append(heuristic_config(*shape))
+    for config in alternatives:
         if config not in configs:
             configs.append(config)
     return configs[:MAX_CANDIDATES]
@@ -189,7 +195,8 @@ def tune(shapes, served_launcher, device, arch, backend, clock=time.monotonic) -
     for shape in shapes:
         m, n, k = shape
         served = served_launcher(shape)
-        if getattr(served, "rung", None) not in TUNED_RUNGS or arch not in CANDIDATES:
+        if (getattr(served, "rung", None) not in TUNED_RUNGS
+                or (arch not in CANDIDATES and not path_candidates(arch, m))):
             continue
         loop = loop or RunnerLoop(device=device)
         a, b_shuffle, b_scale_sh, _, _ = proof_cases(m, n, k, (k, 1), device, seed=1)[0]

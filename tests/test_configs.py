@@ -37,7 +37,7 @@ def make(**fields):
     ("split_k_reduce", ("kernel", "last_program"), ("", "atomic", None)),
     ("cache_modifier", (None, ".cg", ".ca", ".cv"), (".wt", "cg", "")),
     ("store_modifier", (None, ".wb", ".cg", ".cs", ".wt"), (".ca", ".cv", "wt", "")),
-    ("path", configs.GEMM_PATHS, ("", "fused", None)),
+    ("path", ("preshuffle", "dequant"), ("", "fused", None)),   # "aiter": tests/test_dequant.py
 ])
 def test_each_field_is_accepted_or_refused_at_its_boundary(field, good, bad):
     for value in good:

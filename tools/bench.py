@@ -23,6 +23,16 @@ Prints one line per shape, then a table (mean µs of (a)..(e), a/d, a/e, launche
 config, host µs) ending in a geomean row. --json writes the rows, --png a grouped bar chart
 (log scale; needs matplotlib). Exit codes: 0 every check passed, 1 a check failed, 2 usage
 error or no GPU.
+
+    python -m tools.bench --vendor-gemm [--shapes M,N,K ...] [--calls 100] [--json FILE]
+
+measures the M from which the "dequant" path (launchers.dequant: A and B dequantized to bf16,
+the vendor GEMM) serves chips without FP4 MMA (launchers.configs.VENDOR_GEMM_FROM_M): per
+shape (default each M of VENDOR_GEMM_M with each (N, K) of VENDOR_GEMM_NK) the fused GEMM (the
+looked-up config, the heuristic's where the lookup serves another path) and the dequant path,
+each proven, checked and timed in the runner's loop, beside F.linear bf16; then a table, per
+(N, K) the smallest M from which the dequant path wins at every larger M timed, and last the
+threshold: the largest of those. Exit code 1 when the dequant path failed on some shape.
 """
 
 import dataclasses
@@ -43,6 +53,7 @@ COPY_BYTES = 1 << 30
 COPY_REPETITIONS = 5
 DEFAULT_CALLS = 100
 DEFAULT_HOST_CALLS = 200
+DEFAULT_SHAPES = ["benchmarks"]
 
 US_COLUMNS = (("fused", "a fused"), ("unfused", "b unfused"), ("reference", "c ref"),
               ("bf16_linear", "d bf16"), ("floor", "e floor"))
@@ -76,7 +87,9 @@ def make_row(spec, timings, floor, launches, config, host_us, failures):
     """One shape's record. timings: {variant (a)-(d): tools.timing.summary}; floor: (e) in µs;
     host_us: {"direct" (None when the bypass launch is unavailable), "standard",
     "custom_kernel"}; failures: {"fused" or "unfused": the check's message}."""
-    us = dict({name: stats["mean_us"] for name, stats in timings.items()}, floor=floor)
+    us = {name: timings[name]["mean_us"] if name in timings else None
+          for name, _ in US_COLUMNS if name != "floor"}
+    us["floor"] = floor
     ratios = {"fused/bf16_linear": us["fused"] / us["bf16_linear"],
               "fused/floor": us["fused"] / floor}
     return dict(spec, config=config, launches=launches,
@@ -218,34 +231,39 @@ def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):
     a, b, _, b_shuffle, b_scale_sh = data
     launcher = launcher_for(a, n)
     backend, _ = current_target(a.device)
-    quantizer = launcher.quantizer      # the quantizer the proven launcher uses
-    unfused_gemm = GemmLauncher(launcher.config, backend, m, n, k, a.stride(), a.device,
-                                a_prequantized=True)
-
-    def unfused():
-        codes, scales = quantize_rows(a, quantizer)
-        return unfused_gemm(codes, b_shuffle, b_scale_sh, scales)
-
-    variants = {"fused": lambda: custom_kernel(data), "unfused": unfused,
+    variants = {"fused": lambda: custom_kernel(data),
                 "reference": lambda: reference.ref_kernel(data),
                 "bf16_linear": lambda: torch.nn.functional.linear(a, b)}
+    fused_gemm = isinstance(launcher, GemmLauncher)   # else another path serves the shape
+    if fused_gemm:
+        quantizer = launcher.quantizer      # the quantizer the proven launcher uses
+        unfused_gemm = GemmLauncher(launcher.config, backend, m, n, k, a.stride(), a.device,
+                                    a_prequantized=True)
+
+        def unfused():
+            codes, scales = quantize_rows(a, quantizer)
+            return unfused_gemm(codes, b_shuffle, b_scale_sh, scales)
+        variants["unfused"] = unfused
     failures = {}
-    for name in ("fused", "unfused"):
+    for name in [name for name in ("fused", "unfused") if name in variants]:
         ok, message = reference.check_implementation(data, variants[name]())
         if not ok:
             failures[name] = message
             print(f"  FAIL {m}x{n}x{k} {name}: {message}", flush=True)
     timings = {name: time_variant(loop, fn, calls) for name, fn in variants.items()}
 
-    args, _, _ = launcher.gemm_arguments(a, b_shuffle, b_scale_sh)
-    host_us = {"direct": (host_time_us(lambda: launcher.gemm(*args), host_calls)
-                          if launcher.gemm.is_direct else None),
-               "standard": host_time_us(lambda: launcher.gemm.standard(*args), host_calls),
+    host_us = {"direct": None, "standard": None,
                "custom_kernel": host_time_us(variants["fused"], host_calls)}
+    if fused_gemm:
+        args, _, _ = launcher.gemm_arguments(a, b_shuffle, b_scale_sh)
+        host_us["direct"] = (host_time_us(lambda: launcher.gemm(*args), host_calls)
+                             if launcher.gemm.is_direct else None)
+        host_us["standard"] = host_time_us(lambda: launcher.gemm.standard(*args), host_calls)
     floor = floor_us(gemm_bytes(m, n, k), empty_kernel_us, bandwidth)
-    row = make_row(spec, timings, floor, launcher.launches_per_call, launcher.config.label,
-                   host_us, failures)
-    row["config_fields"] = dataclasses.asdict(launcher.config)
+    label = getattr(launcher.config, "label", str(launcher.config))
+    row = make_row(spec, timings, floor, launcher.launches_per_call, label, host_us, failures)
+    if dataclasses.is_dataclass(launcher.config):
+        row["config_fields"] = dataclasses.asdict(launcher.config)
     return row
 
 
@@ -284,12 +302,152 @@ def run(specs, args):
     return rows, facts
 
 
+# ----------------------------------------------------------------------------- --vendor-gemm
+
+VENDOR_GEMM_M = (256, 512, 1024, 2048, 4096, 8192)
+VENDOR_GEMM_NK = ((4096, 4096), (7168, 2048), (2112, 7168), (8192, 8192), (4096, 4352))
+VENDOR_LEGEND = ("mean µs per call in the runner's loop: fused = our fused GEMM (the looked-up "
+                 "config, the heuristic's where the lookup serves another path), dequant = the "
+                 "\"dequant\" path (launchers.dequant), bf16 = F.linear on the bf16 weight")
+
+
+def vendor_gemm_grid() -> list:
+    """The shapes --vendor-gemm times by default: each M of VENDOR_GEMM_M with each (N, K) of
+    VENDOR_GEMM_NK, as M,N,K words for tools.cli.parse_shapes."""
+    return [f"{m},{n},{k}" for n, k in VENDOR_GEMM_NK for m in VENDOR_GEMM_M]
+
+
+def dequant_wins(row) -> bool:
+    """The dequant path timed and faster than the fused GEMM (or the fused GEMM had no
+    proven launcher)."""
+    return row["dequant_us"] is not None and (row["fused_us"] is None
+                                              or row["dequant_us"] < row["fused_us"])
+
+
+def dequant_wins_from(rows) -> dict:
+    """{(N, K): the smallest M timed from which the dequant path wins at it and at every larger
+    M timed for that (N, K), or None where it does not win at the largest}."""
+    by_nk = {}
+    for row in sorted(rows, key=lambda r: r["m"]):
+        by_nk.setdefault((row["n"], row["k"]), []).append(row)
+    found = {}
+    for nk, group in by_nk.items():
+        found[nk] = None
+        for row in reversed(group):
+            if not dequant_wins(row):
+                break
+            found[nk] = row["m"]
+    return found
+
+
+def vendor_gemm_threshold(wins_from: dict):
+    """The M from which the dequant path wins on every (N, K): the largest of wins_from's,
+    None when some (N, K) never wins (or nothing was timed)."""
+    values = list(wins_from.values())
+    return None if not values or None in values else max(values)
+
+
+def format_vendor_table(rows) -> str:
+    config_width = max([len("fused config")] + [len(row["fused_config"]) for row in rows])
+    lines = [f"{'M':>5} {'N':>5} {'K':>5} {'fused':>9} {'dequant':>9} {'bf16':>9} "
+             f"{'deq/bf16':>8} {'fused config':<{config_width}} winner"]
+    for row in rows:
+        ratio = (row["dequant_us"] / row["bf16_us"]
+                 if row["dequant_us"] is not None else None)
+        lines.append(f"{row['m']:>5} {row['n']:>5} {row['k']:>5} {_num(row['fused_us'], 9, 2)} "
+                     f"{_num(row['dequant_us'], 9, 2)} {_num(row['bf16_us'], 9, 2)} "
+                     f"{_num(ratio, 8, 2)} {row['fused_config']:<{config_width}} "
+                     f"{'dequant' if dequant_wins(row) else 'fused'}")
+    return "\n".join(lines)
+
+
+def vendor_gemm_row(spec, time_us, device="cuda") -> dict:
+    """One shape: the fused GEMM and the dequant path, each proven (launchers.proof), checked
+    with reference.check_implementation and timed, and F.linear bf16 timed (time_us(fn) -> mean
+    µs per call); a path that fails gets None and its reason."""
+    import reference
+    from launchers import current_target
+    from launchers.configs import DEQUANT_CONFIG, config_lookup, heuristic_config
+    from launchers.ladder import Rung, prove_rung
+    from launchers.paths import build_launcher
+
+    m, n, k = spec["m"], spec["n"], spec["k"]
+    data = reference.generate_input(m, n, k, spec["seed"], device=device)
+    a, b, _, b_shuffle, b_scale_sh = data
+    backend, arch = current_target(a.device)
+    looked_up = config_lookup(arch, m, n, k)[0]
+    fused = looked_up if looked_up.path == "preshuffle" else heuristic_config(m, n, k)
+    row = dict(spec, arch=arch, fused_config=fused.label, errors={})
+    for name, config in (("fused", fused), ("dequant", DEQUANT_CONFIG)):
+        row[f"{name}_us"] = None
+        try:
+            launcher = prove_rung(Rung(name, lambda config=config: build_launcher(
+                config, backend, m, n, k, a.stride(), a.device)), m, n, k, a.stride(), a.device)
+            ok, message = reference.check_implementation(data, launcher(a, b_shuffle, b_scale_sh))
+            if not ok:
+                raise RuntimeError(f"wrong output: {message}")
+            row[f"{name}_us"] = time_us(lambda launcher=launcher: launcher(a, b_shuffle,
+                                                                           b_scale_sh))
+        except Exception as error:   # reported in the row, the other variants still timed
+            row["errors"][name] = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+        launcher = None
+    row["bf16_us"] = time_us(lambda: torch.nn.functional.linear(a, b))
+    return row
+
+
+def run_vendor_gemm(specs, args) -> int:
+    device = torch.cuda.get_device_name()
+    print(f"device: {device}; {len(specs)} shape(s), {args.calls} timed calls each, cache clear "
+          f"{args.clear_bytes / 2**20:.0f} MiB", flush=True)
+    loop = RunnerLoop(args.clear_bytes)
+    rows = []
+    for index, spec in enumerate(specs, 1):
+        row = vendor_gemm_row(spec, lambda fn: time_variant(loop, fn, args.calls)["mean_us"])
+        torch.cuda.empty_cache()
+        rows.append(row)
+        errors = "".join(f"; {name} failed: {text}" for name, text in row["errors"].items())
+        print(f"[{index}/{len(specs)}] {row['m']}x{row['n']}x{row['k']} on {row['arch']}: fused "
+              f"{_num(row['fused_us'], 0, 2)} ({row['fused_config']}), dequant "
+              f"{_num(row['dequant_us'], 0, 2)}, bf16 {_num(row['bf16_us'], 0, 2)} µs{errors}",
+              flush=True)
+    wins_from = dequant_wins_from(rows)
+    threshold = vendor_gemm_threshold(wins_from)
+    print(f"\n{VENDOR_LEGEND}\n{format_vendor_table(rows)}\n")
+    for (n, k), m in wins_from.items():
+        print(f"N={n} K={k}: the dequant path wins from M = "
+              f"{m if m is not None else '- (not at the largest M timed)'}")
+    arch = rows[0]["arch"] if rows else "?"
+    if threshold is None:
+        print(f"vendor GEMM threshold on {arch}: none (the dequant path does not win on every "
+              f"(N, K) at the largest M timed)")
+    else:
+        below = (" (the smallest M timed: time smaller ones with --shapes to see whether it "
+                 "wins below)" if threshold == min(row["m"] for row in rows) else "")
+        print(f"vendor GEMM threshold on {arch}: the dequant path wins on every (N, K) from "
+              f"M = {threshold}: set launchers.configs.VENDOR_GEMM_FROM_M = {threshold}{below}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(dict(device=device, calls=args.calls, rows=rows,
+                                                   wins_from={f"{n},{k}": m for (n, k), m
+                                                              in wins_from.items()},
+                                                   threshold=threshold), indent=2) + "\n")
+        print(f"wrote {args.json}", flush=True)
+    failed = [row for row in rows if "dequant" in row["errors"]]
+    return 1 if failed else 0
+
+
 # ----------------------------------------------------------------------------- command line
 
 def build_parser():
     parser = ArgumentParser("tools.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
-                        help=f"{SHAPES_HELP}; default benchmarks")
+    parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES, metavar="SHAPES",
+                        help=f"{SHAPES_HELP}; default benchmarks (with --vendor-gemm: each M "
+                             f"of {','.join(map(str, VENDOR_GEMM_M))} with each N,K of "
+                             f"{' '.join(f'{n},{k}' for n, k in VENDOR_GEMM_NK)})")
+    parser.add_argument("--vendor-gemm", action="store_true",
+                        help="time the fused GEMM, the dequant path (A and B dequantized to "
+                             "bf16, the vendor GEMM) and F.linear bf16 per shape, and print the "
+                             "smallest M from which the dequant path wins on every N,K "
+                             "(launchers.configs.VENDOR_GEMM_FROM_M)")
     parser.add_argument("--calls", type=positive_int, default=DEFAULT_CALLS,
                         help=f"timed calls per variant and shape (default {DEFAULT_CALLS})")
     parser.add_argument("--clear-bytes", type=clear_bytes, default=DEFAULT_CLEAR_BYTES,
@@ -307,7 +465,11 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
+        if args.vendor_gemm and args.shapes is DEFAULT_SHAPES:   # --shapes not given
+            args.shapes = vendor_gemm_grid()
         specs = parse_shapes(args.shapes)
+        if args.vendor_gemm and args.png:
+            raise UsageError("--png does not apply to --vendor-gemm")
         if args.png:
             require_matplotlib()
         check_fault_variable()
@@ -318,6 +480,8 @@ def main(argv=None):
         print(f"tools.bench: {problem}", file=sys.stderr)
         return 2
 
+    if args.vendor_gemm:
+        return run_vendor_gemm(specs, args)
     rows, facts = run(specs, args)
     totals = summarize(rows)
     print(f"\n{LEGEND}\n{format_table(rows, totals)}", flush=True)

@@ -10,7 +10,11 @@ For each shape, in two stages within its share of the time budget:
   2. refine the two best: warps, stages, the B-load cache modifier, who reduces split-K
      (a second kernel or the last program), and on HIP waves_per_eu and matrix_instr_nonkdim.
 From M = 64 on, stage 1 also tries A quantized once (GemmConfig.quantize_a_once) with tiles
-of up to 256 rows. The current config (the table's entry, a loaded file's, or the
+of up to 256 rows, and at large M the other launchers (GemmConfig.path): "dequant" (A and B
+dequantized to bf16, the vendor GEMM) on chips without FP4 MMA from
+launchers.configs.vendor_gemm_from_m, "aiter" (aiter's quantize + gemm_a4w4) on gfx950 where
+aiter imports (launchers.candidates.path_candidates); a winner of either is written with its
+path. The current config (the table's entry, a loaded file's, or the
 heuristic's) is always measured too, as the baseline. A model name or N,K stands for each M
 of --m (default tools.model_shapes.MODEL_M). Each candidate is
 compiled (in parallel worker processes that fill Triton's cache), checked once against the
@@ -70,8 +74,10 @@ def reduce_choices(arch: str, splits: int) -> tuple:
 
 
 def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
-    """Stage 1: the tile shapes and split counts worth trying for this shape."""
-    from launchers.configs import GemmConfig
+    """Stage 1: the tile shapes and split counts worth trying for this shape, and the other
+    paths at this M (launchers.candidates.path_candidates)."""
+    from launchers.candidates import path_candidates
+    from launchers.configs import GemmConfig, config_from_fields
     block_ms = [bm for bm in (16, 32, 64, 128) if bm == 16 or bm <= m]
     nvidia = arch.startswith("sm_")
     found = {}
@@ -98,8 +104,11 @@ def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
     if m >= QUANTIZE_ONCE_FROM_M:
         for config in quantize_once_candidates(m):
             found[config_key(config)] = config
-    # Two waves of programs hide memory latency best.
-    return sorted(found.values(), key=lambda c: abs(math.log(_waves(c, m, n, k, processors) / 2)))
+    # The other paths first (a few, each a whole launcher); then two waves of programs hide
+    # memory latency best.
+    by_waves = sorted(found.values(),
+                      key=lambda c: abs(math.log(_waves(c, m, n, k, processors) / 2)))
+    return [config_from_fields(fields) for fields in path_candidates(arch, m)] + by_waves
 
 
 def quantize_once_candidates(m: int) -> list:
@@ -112,7 +121,10 @@ def quantize_once_candidates(m: int) -> list:
 
 
 def refine_candidates(arch: str, config, k: int) -> list:
-    """Stage 2: the launch and load options around one stage-1 winner."""
+    """Stage 2: the launch and load options around one stage-1 winner (none for another path
+    than the fused GEMM's: those read no such option)."""
+    if config.path != "preshuffle":
+        return []
     splits, split_size = config.splits_for(k)
     per_split = -(-split_size // config.block_k)
     stage_choices = (1, 2, 3) if per_split > 1 else (1,)
