@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
 from tools import bench
@@ -164,3 +165,51 @@ def test_the_host_timed_launch_gets_the_launchers_own_arguments(device, split_k)
     if launcher.reduce is not None:
         launcher.reduce.standard(partials, out, *launcher._reduce_constants)
     assert torch.equal(out.view(torch.int16), launcher(a, b_shuffle, b_scale_sh).view(torch.int16))
+
+
+# ----------------------------------------------------------------------------- --model
+
+QUARK_EXPORT = Path(__file__).parent / "data" / "quark_tiny_llama"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", str(QUARK_EXPORT), "--shapes", "tests"], "--shapes and --png do not go with it"),
+    (["--model", str(QUARK_EXPORT), "--png", "x.png"], "--shapes and --png do not go with it"),
+    (["--m", "1,8"], "--m goes with --model"),
+    (["--model", "tests"], "no config.json there"),
+    (["--model", str(QUARK_EXPORT), "--m", "0"], "expected positive integers"),
+])
+def test_model_arguments_are_checked_before_looking_for_a_gpu(capsys, argv, message):
+    try:
+        code = bench.main(argv)
+    except SystemExit as exit:      # argparse's own refusal
+        code = exit.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_model_mode_refuses_without_a_gpu(capsys, monkeypatch):
+    monkeypatch.setattr(bench.torch.cuda, "is_available", lambda: False)
+    assert bench.main(["--model", str(QUARK_EXPORT), "--m", "1,2"]) == 2
+    assert "needs a GPU" in capsys.readouterr().err
+
+
+def test_the_bf16_twin_holds_each_layers_dequantized_weight():
+    pytest.importorskip("transformers", reason="load_quark needs transformers")
+    from safetensors.torch import load_file
+
+    from kernels import formats
+    from launchers.linear import MXFP4Linear, load_quark
+    checkpoint = load_file(QUARK_EXPORT / "model.safetensors")
+    model = load_quark(QUARK_EXPORT)
+    twin = bench.bf16_twin(model)
+    names = sorted(key[:-len(".weight_scale")] for key in checkpoint
+                   if key.endswith(".weight_scale"))
+    for name in names:
+        assert isinstance(model.get_submodule(name), MXFP4Linear)     # the model is untouched
+        linear = twin.get_submodule(name)
+        assert type(linear) is torch.nn.Linear and linear.weight.dtype == torch.bfloat16
+        assert torch.equal(linear.weight.float(), formats.dequantize_mxfp4(
+            checkpoint[f"{name}.weight"], checkpoint[f"{name}.weight_scale"]))
+    assert torch.equal(twin.lm_head.weight, model.lm_head.weight)
+    assert bench.decode_step(twin, torch.tensor([[3], [5]])).shape == (2, 1, 256)

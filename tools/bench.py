@@ -2,6 +2,7 @@
 
     python -m tools.bench [--shapes benchmarks|tests|all|M,N,K ...] [--calls 100] [--clear-bytes N]
                           [--host-calls 200] [--json FILE] [--png FILE]
+    python -m tools.bench --model DIR [--m 1,2,4,...,256] [--calls 100] [--json FILE]
 
 Per shape (default: the 6 benchmark shapes; the runner's seed of each task shape, as tools.evaluate),
 one set of inputs from reference.generate_input, and in the runner's loop (tools.timing.RunnerLoop:
@@ -23,6 +24,14 @@ Prints one line per shape, then a table (mean µs of (a)..(e), a/d, a/e, launche
 config, host µs) ending in a geomean row. --json writes the rows, --png a grouped bar chart
 (log scale; needs matplotlib). Exit codes: 0 every check passed, 1 a check failed, 2 usage
 error or no GPU.
+
+--model DIR loads an AMD Quark MXFP4 export with launchers.linear.load_quark (needs
+transformers and safetensors) and its bf16 twin (bf16_twin: each MXFP4Linear an nn.Linear
+holding its dequantized weight), then times, per M of --m (default 1 to 256), one decode step
+of each: a forward of M sequences of one new token each (input_ids [M, 1], no KV cache, so the
+linears and the per-token work of the step without attention over a context), in the same
+runner's loop. Prints per M the mean µs of both, their ratio and the relative L2 difference of
+their logits.
 """
 
 import dataclasses
@@ -35,7 +44,8 @@ import torch
 import triton
 
 from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_variable,
-                       clear_bytes, output_file, parse_shapes, positive_int, usage_error)
+                       clear_bytes, output_file, parse_m_list, parse_shapes, positive_int,
+                       usage_error)
 from tools.evaluate import _num, geomean
 from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
 
@@ -43,6 +53,7 @@ COPY_BYTES = 1 << 30
 COPY_REPETITIONS = 5
 DEFAULT_CALLS = 100
 DEFAULT_HOST_CALLS = 200
+DECODE_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 US_COLUMNS = (("fused", "a fused"), ("unfused", "b unfused"), ("reference", "c ref"),
               ("bf16_linear", "d bf16"), ("floor", "e floor"))
@@ -284,6 +295,78 @@ def run(specs, args):
     return rows, facts
 
 
+# ----------------------------------------------------------------------------- a model
+
+def dequantized_linear(layer) -> torch.nn.Linear:
+    """The bf16 nn.Linear of an MXFP4Linear: its dequantized weight and its bias, on its device."""
+    from kernels import formats
+    n, k = layer.out_features, layer.in_features
+    codes = formats.unshuffle_weight(layer.b_shuffle)
+    scales = formats.e8m0_unshuffle(layer.b_scale_sh, n, formats.cdiv(k, formats.MX_BLOCK))
+    linear = torch.nn.Linear(k, n, bias=layer.bias is not None, dtype=torch.bfloat16,
+                             device=layer.b_shuffle.device)
+    with torch.no_grad():
+        linear.weight.copy_(formats.dequantize_mxfp4(codes, scales))
+        if layer.bias is not None:
+            linear.bias.copy_(layer.bias)
+    return linear
+
+
+def bf16_twin(model):
+    """A copy of `model` whose every MXFP4Linear is its dequantized_linear."""
+    import copy
+    from launchers.linear import MXFP4Linear
+    twin = copy.deepcopy(model)
+    for name, module in list(twin.named_modules()):
+        if isinstance(module, MXFP4Linear):
+            parent, _, attribute = name.rpartition(".")
+            setattr(twin.get_submodule(parent), attribute, dequantized_linear(module))
+    return twin
+
+
+def decode_step(model, input_ids):
+    """One decode step of len(input_ids) sequences: their logits, no KV cache kept."""
+    with torch.no_grad():
+        return model(input_ids=input_ids, use_cache=False).logits
+
+
+def format_model_table(rows) -> str:
+    lines = [f"{'M':>5} {'mxfp4 µs':>10} {'bf16 µs':>10} {'mxfp4/bf16':>10} {'logits rel':>10}"]
+    for row in rows:
+        lines.append(f"{row['m']:>5} {row['mxfp4_us']:>10.1f} {row['bf16_us']:>10.1f} "
+                     f"{row['mxfp4_us'] / row['bf16_us']:>10.2f} {row['logits_rel']:>10.4f}")
+    return "\n".join(lines)
+
+
+def run_model(args):
+    """Load the model and its twin on the GPU, then time a decode step of both per M."""
+    from launchers.linear import MXFP4Linear, load_quark
+    device = torch.cuda.get_device_name()
+    start = time.perf_counter()
+    model = load_quark(args.model, device="cuda")
+    twin = bf16_twin(model)
+    layers = sum(isinstance(module, MXFP4Linear) for module in model.modules())
+    print(f"device: {device}; {args.model}: {type(model).__name__}, {layers} MXFP4Linear layers, "
+          f"loaded with its bf16 twin in {time.perf_counter() - start:.1f} s; {args.calls} timed "
+          f"calls each", flush=True)
+    loop = RunnerLoop(args.clear_bytes)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+    for m in args.m:
+        input_ids = torch.randint(0, model.config.vocab_size, (m, 1), device="cuda",
+                                  generator=generator)
+        mxfp4, bf16 = decode_step(model, input_ids).float(), decode_step(twin, input_ids).float()
+        rows.append({"m": m, "mxfp4_us": time_variant(loop, lambda: decode_step(model, input_ids),
+                                                      args.calls)["mean_us"],
+                     "bf16_us": time_variant(loop, lambda: decode_step(twin, input_ids),
+                                             args.calls)["mean_us"],
+                     "logits_rel": ((mxfp4 - bf16).norm() / bf16.norm()).item()})
+        print(f"M={m}: mxfp4 {rows[-1]['mxfp4_us']:.1f} µs, bf16 {rows[-1]['bf16_us']:.1f} µs",
+              flush=True)
+    return rows, {"device": device, "model": str(args.model), "calls": args.calls,
+                  "mxfp4_layers": layers}
+
+
 # ----------------------------------------------------------------------------- command line
 
 def build_parser():
@@ -301,12 +384,32 @@ def build_parser():
                         help="write the rows, the geomeans and the run's facts here")
     parser.add_argument("--png", metavar="FILE", type=output_file,
                         help="write a grouped bar chart here (needs matplotlib)")
+    parser.add_argument("--model", metavar="DIR", type=Path,
+                        help="time a decode step of this AMD Quark MXFP4 export against its bf16 "
+                             "twin instead of the shapes (needs transformers and safetensors)")
+    parser.add_argument("--m", type=parse_m_list, default=DECODE_M,
+                        help=f"with --model: the decode batches (default "
+                             f"{','.join(map(str, DECODE_M))})")
     return parser
+
+
+def check_model_arguments(args):
+    """Refuse (UsageError) what does not go with --model, and a folder that is no export."""
+    if args.model is None:
+        if args.m != DECODE_M:
+            raise UsageError("--m goes with --model")
+        return
+    if args.shapes != ["benchmarks"] or args.png:
+        raise UsageError("--model times a model: --shapes and --png do not go with it")
+    if not (args.model / "config.json").is_file():
+        raise UsageError(f"--model {args.model}: no config.json there (expected an AMD Quark "
+                         f"export's folder)")
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
+        check_model_arguments(args)
         specs = parse_shapes(args.shapes)
         if args.png:
             require_matplotlib()
@@ -317,6 +420,15 @@ def main(argv=None):
     if problem:
         print(f"tools.bench: {problem}", file=sys.stderr)
         return 2
+    if args.model:
+        rows, facts = run_model(args)
+        print(f"\nmean µs of one decode step (input_ids [M, 1], no KV cache) in the runner's "
+              f"loop; logits rel: relative L2 difference of the two models' logits\n"
+              f"{format_model_table(rows)}", flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(dict(facts, rows=rows), indent=2) + "\n")
+            print(f"wrote {args.json}", flush=True)
+        return 0
 
     rows, facts = run(specs, args)
     totals = summarize(rows)
