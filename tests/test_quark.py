@@ -279,8 +279,9 @@ def test_quark_makes_the_committed_fixture_anew_and_it_loads(tmp_path):
     assert sum(isinstance(module, MXFP4Linear) for module in model.modules()) == 14
     import transformers
     from launchers.linear import quark_to_mxfp4
+    # (use_kernels=False: transformers' Hub kernels need Hugging Face's `kernels` package)
     through_quark = quark_to_mxfp4(transformers.AutoModelForCausalLM.from_pretrained(
-        tmp_path, dtype=torch.bfloat16))
+        tmp_path, dtype=torch.bfloat16, use_kernels=False))
     input_ids = safetensors.load_file(FIXTURE / "quark_outputs.safetensors")["input_ids"]
     with torch.no_grad():
         assert torch.equal(through_quark(input_ids).logits, model(input_ids).logits)

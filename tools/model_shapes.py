@@ -1,12 +1,13 @@
 """The linear layers of a few public models, as data: {model: {layer: (N, K)}}, the weight of
 each layer being [N, K] (N outputs, K inputs; fused projections as one GEMM), and the M values
-the tools take by default with them (a decode batch of 1 to a prefill of 8192 tokens).
+the tools take by default with them (a decode batch of 1 to a prefill of 8192 tokens), and the
+decoder layers of the dense models (each layer's linears once per layer, in series).
 
 The dimensions are those of each model's published config.json:
 - llama-3-8b (meta-llama/Meta-Llama-3-8B): hidden 4096, 32 query and 8 key/value heads of 128,
-  intermediate 14336;
+  intermediate 14336, 32 layers;
 - llama-3-70b (meta-llama/Meta-Llama-3-70B): hidden 8192, 64 query and 8 key/value heads of
-  128, intermediate 28672;
+  128, intermediate 28672, 80 layers;
 - deepseek-v3-dense (deepseek-ai/DeepSeek-V3, its dense projections: attention, the dense MLP
   of the first layers and the shared expert, not the routed experts): hidden 7168, 128 heads,
   q_lora_rank 1536, kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim
@@ -38,6 +39,8 @@ MODEL_LAYERS = {
     },
 }
 MODEL_M = (1, 8, 32, 128, 512, 2048, 8192)
+MODEL_DECODER_LAYERS = {"llama-3-8b": 32, "llama-3-70b": 80}
+DECODE_MAX_M = 256      # the largest decode batch the decode-step sums take
 
 
 def model_pairs(names=None) -> list:
