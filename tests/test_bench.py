@@ -213,3 +213,25 @@ def test_the_bf16_twin_holds_each_layers_dequantized_weight():
             checkpoint[f"{name}.weight"], checkpoint[f"{name}.weight_scale"]))
     assert torch.equal(twin.lm_head.weight, model.lm_head.weight)
     assert bench.decode_step(twin, torch.tensor([[3], [5]])).shape == (2, 1, 256)
+
+
+def test_a_named_llama_is_built_with_its_decoder_linears_in_mxfp4():
+    pytest.importorskip("transformers", reason="building a Llama needs transformers")
+    from launchers.linear import MXFP4Linear
+    from tools.model_shapes import LLAMA_CONFIGS, MODEL_LAYERS
+    config = dict(hidden_size=64, intermediate_size=128, num_attention_heads=2,
+                  num_key_value_heads=1, num_hidden_layers=2, vocab_size=96)
+    model = bench.mxfp4_llama(config, "cpu")
+    kinds = {name: type(module) for name, module in model.named_modules()
+             if isinstance(module, (MXFP4Linear, torch.nn.Linear))}
+    assert sum(kind is MXFP4Linear for kind in kinds.values()) == 2 * 7
+    assert kinds["lm_head"] is torch.nn.Linear and model.lm_head.weight.dtype == torch.bfloat16
+    assert model.get_submodule("model.layers.1.mlp.down_proj").in_features == 128
+    for name, fields in LLAMA_CONFIGS.items():     # the layers tools.isa models are these
+        head = fields["hidden_size"] // fields["num_attention_heads"]
+        hidden, inner = fields["hidden_size"], fields["intermediate_size"]
+        assert MODEL_LAYERS[name] == {
+            "qkv_proj": ((fields["num_attention_heads"] + 2 * fields["num_key_value_heads"])
+                         * head, hidden),
+            "o_proj": (hidden, hidden), "gate_up_proj": (2 * inner, hidden),
+            "down_proj": (hidden, inner)}

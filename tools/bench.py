@@ -2,7 +2,8 @@
 
     python -m tools.bench [--shapes benchmarks|tests|all|M,N,K ...] [--calls 100] [--clear-bytes N]
                           [--host-calls 200] [--json FILE] [--png FILE]
-    python -m tools.bench --model DIR [--m 1,2,4,...,256] [--calls 100] [--json FILE]
+    python -m tools.bench --model DIR|llama-3-8b|llama-3-70b [--m 1,2,4,...,256] [--calls 100]
+                          [--json FILE]
 
 Per shape (default: the 6 benchmark shapes; the runner's seed of each task shape, as tools.evaluate),
 one set of inputs from reference.generate_input, and in the runner's loop (tools.timing.RunnerLoop:
@@ -26,7 +27,9 @@ config, host µs) ending in a geomean row. --json writes the rows, --png a group
 error or no GPU.
 
 --model DIR loads an AMD Quark MXFP4 export with launchers.linear.load_quark (needs
-transformers and safetensors) and its bf16 twin (bf16_twin: each MXFP4Linear an nn.Linear
+transformers and safetensors); --model llama-3-8b (or llama-3-70b, tools/model_shapes.py)
+builds that Llama with random weights, its decoder layers' linears quantized into MXFP4Linear
+(mxfp4_llama; lm_head stays bf16, as Quark's llama template leaves it); then its bf16 twin (bf16_twin: each MXFP4Linear an nn.Linear
 holding its dequantized weight), then times, per M of --m (default 1 to 256), one decode step
 of each: a forward of M sequences of one new token each (input_ids [M, 1], no KV cache, so the
 linears and the per-token work of the step without attention over a context), in the same
@@ -324,6 +327,34 @@ def bf16_twin(model):
     return twin
 
 
+def mxfp4_llama(config: dict, device):
+    """A LlamaForCausalLM of these LlamaConfig fields on `device`, random bf16 weights, each
+    linear of its decoder layers an MXFP4Linear (MXFP4Linear.from_linear), lm_head kept."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from launchers.linear import MXFP4Linear
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(LlamaConfig(**config),
+                                                 dtype=torch.bfloat16).eval()
+    for name, module in list(model.model.layers.named_modules()):
+        if isinstance(module, torch.nn.Linear):
+            parent, _, attribute = name.rpartition(".")
+            setattr(model.model.layers.get_submodule(parent), attribute,
+                    MXFP4Linear.from_linear(module))
+    return model
+
+
+def load_model(source, device):
+    """--model's model: a Quark export's folder through load_quark, or a name of LLAMA_CONFIGS
+    through mxfp4_llama."""
+    from tools.model_shapes import LLAMA_CONFIGS
+    if str(source) in LLAMA_CONFIGS:
+        return mxfp4_llama(LLAMA_CONFIGS[str(source)], device)
+    from launchers.linear import load_quark
+    return load_quark(source, device=device)
+
+
 def decode_step(model, input_ids):
     """One decode step of len(input_ids) sequences: their logits, no KV cache kept."""
     with torch.no_grad():
@@ -340,10 +371,10 @@ def format_model_table(rows) -> str:
 
 def run_model(args):
     """Load the model and its twin on the GPU, then time a decode step of both per M."""
-    from launchers.linear import MXFP4Linear, load_quark
+    from launchers.linear import MXFP4Linear
     device = torch.cuda.get_device_name()
     start = time.perf_counter()
-    model = load_quark(args.model, device="cuda")
+    model = load_model(args.model, "cuda")
     twin = bf16_twin(model)
     layers = sum(isinstance(module, MXFP4Linear) for module in model.modules())
     print(f"device: {device}; {args.model}: {type(model).__name__}, {layers} MXFP4Linear layers, "
@@ -384,9 +415,10 @@ def build_parser():
                         help="write the rows, the geomeans and the run's facts here")
     parser.add_argument("--png", metavar="FILE", type=output_file,
                         help="write a grouped bar chart here (needs matplotlib)")
-    parser.add_argument("--model", metavar="DIR", type=Path,
-                        help="time a decode step of this AMD Quark MXFP4 export against its bf16 "
-                             "twin instead of the shapes (needs transformers and safetensors)")
+    parser.add_argument("--model", metavar="DIR|NAME", type=Path,
+                        help="time a decode step of this AMD Quark MXFP4 export (or of llama-3-8b "
+                             "or llama-3-70b with random weights) against its bf16 twin instead "
+                             "of the shapes (needs transformers and safetensors)")
     parser.add_argument("--m", type=parse_m_list, default=DECODE_M,
                         help=f"with --model: the decode batches (default "
                              f"{','.join(map(str, DECODE_M))})")
@@ -401,9 +433,10 @@ def check_model_arguments(args):
         return
     if args.shapes != ["benchmarks"] or args.png:
         raise UsageError("--model times a model: --shapes and --png do not go with it")
-    if not (args.model / "config.json").is_file():
+    from tools.model_shapes import LLAMA_CONFIGS
+    if str(args.model) not in LLAMA_CONFIGS and not (args.model / "config.json").is_file():
         raise UsageError(f"--model {args.model}: no config.json there (expected an AMD Quark "
-                         f"export's folder)")
+                         f"export's folder or one of {', '.join(LLAMA_CONFIGS)})")
 
 
 def main(argv=None):

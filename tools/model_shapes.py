@@ -39,7 +39,14 @@ MODEL_LAYERS = {
     },
 }
 MODEL_M = (1, 8, 32, 128, 512, 2048, 8192)
-MODEL_DECODER_LAYERS = {"llama-3-8b": 32, "llama-3-70b": 80}
+# the transformers LlamaConfig fields of the two Llama models (the same published config.json)
+LLAMA_CONFIGS = {
+    "llama-3-8b": dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                       num_key_value_heads=8, num_hidden_layers=32, vocab_size=128256),
+    "llama-3-70b": dict(hidden_size=8192, intermediate_size=28672, num_attention_heads=64,
+                        num_key_value_heads=8, num_hidden_layers=80, vocab_size=128256),
+}
+MODEL_DECODER_LAYERS = {name: config["num_hidden_layers"] for name, config in LLAMA_CONFIGS.items()}
 DECODE_MAX_M = 256      # the largest decode batch the decode-step sums take
 
 
