@@ -285,3 +285,18 @@ def test_quark_makes_the_committed_fixture_anew_and_it_loads(tmp_path):
     input_ids = safetensors.load_file(FIXTURE / "quark_outputs.safetensors")["input_ids"]
     with torch.no_grad():
         assert torch.equal(through_quark(input_ids).logits, model(input_ids).logits)
+
+
+@NEEDS_TRANSFORMERS
+@pytest.mark.parametrize("change, message", [
+    (lambda checkpoint: checkpoint.pop("model.norm.weight"),
+     "load_quark: the checkpoint has no model.norm.weight"),
+    (lambda checkpoint: checkpoint.update({"model.layers.0.self_attn.k_scale": torch.ones(())}),
+     "load_quark: the checkpoint has model.layers.0.self_attn.k_scale, which the model "
+     "LlamaForCausalLM has no place for"),
+])
+def test_a_missing_or_stray_tensor_is_refused_in_one_line(tmp_path, change, message):
+    checkpoint, _ = _fixture()
+    change(checkpoint)
+    with pytest.raises(QuarkFormatError, match=rf"^{message}$"):
+        load_quark(_mutated(tmp_path, lambda quantization: None, checkpoint))
