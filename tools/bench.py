@@ -50,13 +50,14 @@ from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_vari
                        clear_bytes, output_file, parse_m_list, parse_shapes, positive_int,
                        usage_error)
 from tools.evaluate import _num, geomean
+from tools.model_shapes import DECODE_MAX_M
 from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
 
 COPY_BYTES = 1 << 30
 COPY_REPETITIONS = 5
 DEFAULT_CALLS = 100
 DEFAULT_HOST_CALLS = 200
-DECODE_M = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+DECODE_M = tuple(2 ** i for i in range(DECODE_MAX_M.bit_length()))     # 1, 2, 4, ..., 256
 
 US_COLUMNS = (("fused", "a fused"), ("unfused", "b unfused"), ("reference", "c ref"),
               ("bf16_linear", "d bf16"), ("floor", "e floor"))
