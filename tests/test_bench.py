@@ -1,6 +1,7 @@
 """tools.bench on the CPU: shape parsing, bytes and floor math, rows, geomeans, the table, and
-the exit without a GPU."""
+the exit without a GPU; --model: its arguments, the bf16 twin and the named Llamas."""
 
+import importlib.util
 import math
 import os
 import subprocess
@@ -170,6 +171,10 @@ def test_the_host_timed_launch_gets_the_launchers_own_arguments(device, split_k)
 # ----------------------------------------------------------------------------- --model
 
 QUARK_EXPORT = Path(__file__).parent / "data" / "quark_tiny_llama"
+NEEDS_TRANSFORMERS = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None,
+    reason="building the model needs transformers (pip install -e '.[model]'), which the test "
+           "extra leaves out")
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -194,8 +199,8 @@ def test_the_model_mode_refuses_without_a_gpu(capsys, monkeypatch):
     assert "needs a GPU" in capsys.readouterr().err
 
 
+@NEEDS_TRANSFORMERS
 def test_the_bf16_twin_holds_each_layers_dequantized_weight():
-    pytest.importorskip("transformers", reason="load_quark needs transformers")
     from safetensors.torch import load_file
 
     from kernels import formats
@@ -215,10 +220,9 @@ def test_the_bf16_twin_holds_each_layers_dequantized_weight():
     assert bench.decode_step(twin, torch.tensor([[3], [5]])).shape == (2, 1, 256)
 
 
+@NEEDS_TRANSFORMERS
 def test_a_named_llama_is_built_with_its_decoder_linears_in_mxfp4():
-    pytest.importorskip("transformers", reason="building a Llama needs transformers")
     from launchers.linear import MXFP4Linear
-    from tools.model_shapes import LLAMA_CONFIGS, MODEL_LAYERS
     config = dict(hidden_size=64, intermediate_size=128, num_attention_heads=2,
                   num_key_value_heads=1, num_hidden_layers=2, vocab_size=96)
     model = bench.mxfp4_llama(config, "cpu")
@@ -227,7 +231,11 @@ def test_a_named_llama_is_built_with_its_decoder_linears_in_mxfp4():
     assert sum(kind is MXFP4Linear for kind in kinds.values()) == 2 * 7
     assert kinds["lm_head"] is torch.nn.Linear and model.lm_head.weight.dtype == torch.bfloat16
     assert model.get_submodule("model.layers.1.mlp.down_proj").in_features == 128
-    for name, fields in LLAMA_CONFIGS.items():     # the layers tools.isa models are these
+
+
+def test_the_named_llamas_have_the_layers_tools_isa_models():
+    from tools.model_shapes import LLAMA_CONFIGS, MODEL_LAYERS
+    for name, fields in LLAMA_CONFIGS.items():
         head = fields["hidden_size"] // fields["num_attention_heads"]
         hidden, inner = fields["hidden_size"], fields["intermediate_size"]
         assert MODEL_LAYERS[name] == {
