@@ -1,6 +1,7 @@
 """tools.bench on the CPU: shape parsing, bytes and floor math, rows, geomeans, the table, and
-the exit without a GPU."""
+the exit without a GPU; --model: its arguments, the bf16 twin and the named Llamas."""
 
+import importlib.util
 import math
 import os
 import subprocess
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
 from tools import bench
@@ -164,3 +166,80 @@ def test_the_host_timed_launch_gets_the_launchers_own_arguments(device, split_k)
     if launcher.reduce is not None:
         launcher.reduce.standard(partials, out, *launcher._reduce_constants)
     assert torch.equal(out.view(torch.int16), launcher(a, b_shuffle, b_scale_sh).view(torch.int16))
+
+
+# ----------------------------------------------------------------------------- --model
+
+QUARK_EXPORT = Path(__file__).parent / "data" / "quark_tiny_llama"
+NEEDS_TRANSFORMERS = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None,
+    reason="building the model needs transformers (pip install -e '.[model]'), which the test "
+           "extra leaves out")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", str(QUARK_EXPORT), "--shapes", "tests"], "--shapes and --png do not go with it"),
+    (["--model", str(QUARK_EXPORT), "--png", "x.png"], "--shapes and --png do not go with it"),
+    (["--m", "1,8"], "--m goes with --model"),
+    (["--model", "tests"], "no config.json there"),
+    (["--model", str(QUARK_EXPORT), "--m", "0"], "expected positive integers"),
+])
+def test_model_arguments_are_checked_before_looking_for_a_gpu(capsys, argv, message):
+    try:
+        code = bench.main(argv)
+    except SystemExit as exit:      # argparse's own refusal
+        code = exit.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_model_mode_refuses_without_a_gpu(capsys, monkeypatch):
+    monkeypatch.setattr(bench.torch.cuda, "is_available", lambda: False)
+    assert bench.main(["--model", str(QUARK_EXPORT), "--m", "1,2"]) == 2
+    assert "needs a GPU" in capsys.readouterr().err
+
+
+@NEEDS_TRANSFORMERS
+def test_the_bf16_twin_holds_each_layers_dequantized_weight():
+    from safetensors.torch import load_file
+
+    from kernels import formats
+    from launchers.linear import MXFP4Linear, load_quark
+    checkpoint = load_file(QUARK_EXPORT / "model.safetensors")
+    model = load_quark(QUARK_EXPORT)
+    twin = bench.bf16_twin(model)
+    names = sorted(key[:-len(".weight_scale")] for key in checkpoint
+                   if key.endswith(".weight_scale"))
+    for name in names:
+        assert isinstance(model.get_submodule(name), MXFP4Linear)     # the model is untouched
+        linear = twin.get_submodule(name)
+        assert type(linear) is torch.nn.Linear and linear.weight.dtype == torch.bfloat16
+        assert torch.equal(linear.weight.float(), formats.dequantize_mxfp4(
+            checkpoint[f"{name}.weight"], checkpoint[f"{name}.weight_scale"]))
+    assert torch.equal(twin.lm_head.weight, model.lm_head.weight)
+    assert bench.decode_step(twin, torch.tensor([[3], [5]])).shape == (2, 1, 256)
+
+
+@NEEDS_TRANSFORMERS
+def test_a_named_llama_is_built_with_its_decoder_linears_in_mxfp4():
+    from launchers.linear import MXFP4Linear
+    config = dict(hidden_size=64, intermediate_size=128, num_attention_heads=2,
+                  num_key_value_heads=1, num_hidden_layers=2, vocab_size=96)
+    model = bench.mxfp4_llama(config, "cpu")
+    kinds = {name: type(module) for name, module in model.named_modules()
+             if isinstance(module, (MXFP4Linear, torch.nn.Linear))}
+    assert sum(kind is MXFP4Linear for kind in kinds.values()) == 2 * 7
+    assert kinds["lm_head"] is torch.nn.Linear and model.lm_head.weight.dtype == torch.bfloat16
+    assert model.get_submodule("model.layers.1.mlp.down_proj").in_features == 128
+
+
+def test_the_named_llamas_have_the_layers_tools_isa_models():
+    from tools.model_shapes import LLAMA_CONFIGS, MODEL_LAYERS
+    for name, fields in LLAMA_CONFIGS.items():
+        head = fields["hidden_size"] // fields["num_attention_heads"]
+        hidden, inner = fields["hidden_size"], fields["intermediate_size"]
+        assert MODEL_LAYERS[name] == {
+            "qkv_proj": ((fields["num_attention_heads"] + 2 * fields["num_key_value_heads"])
+                         * head, hidden),
+            "o_proj": (hidden, hidden), "gate_up_proj": (2 * inner, hidden),
+            "down_proj": (hidden, inner)}

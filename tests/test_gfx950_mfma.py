@@ -121,3 +121,30 @@ def test_the_modelled_range_spans_the_familys_members_and_its_high_end_decides()
     assert low < high == paths.modelled_us(few)
     (row,) = paths.path_rows([few])
     assert row[4:6] == (high, low)
+
+
+def test_decoder_step_sums_each_layers_chosen_call_over_the_decode_batches():
+    """The decode-step figures (docs/results.md): per dense model and M up to 256, each layer's
+    range is its chosen call's (path_rows), one layer their sum, one step that times the
+    model's decoder layers."""
+    import json
+
+    from tools.docs import MODEL_SHAPES_FIGURES
+    from tools.model_shapes import MODEL_DECODER_LAYERS, MODEL_LAYERS
+    calls = json.loads(MODEL_SHAPES_FIGURES.read_text())
+    chosen = {row[0]: (row[5], row[4]) for row in paths.path_rows(calls)}
+    rows = paths.decoder_step_rows(calls)
+    assert [(name, m) for name, m, *_ in rows] == [
+        (name, m) for name in MODEL_DECODER_LAYERS for m in (1, 8, 32, 128)]
+    for name, m, ranges, layer, step in rows:
+        assert list(ranges) == list(MODEL_LAYERS[name])
+        for layer_name, (n, k) in MODEL_LAYERS[name].items():
+            assert ranges[layer_name] == pytest.approx(chosen[(m, n, k)])
+        for end in (0, 1):
+            assert layer[end] == pytest.approx(sum(pair[end] for pair in ranges.values()))
+            assert step[end] == pytest.approx(MODEL_DECODER_LAYERS[name] * layer[end], abs=0.1)
+    name, m, ranges, layer, step = rows[0]
+    low, high = next(iter(ranges.values()))
+    assert (f"| {m} | {low:.2f}–**{high:.2f}** |" in paths.decoder_step_markdown(calls)
+            and f"| {layer[0]:.2f}–**{layer[1]:.2f}** | {step[0]:.0f}–**{step[1]:.0f}** |"
+            in paths.decoder_step_markdown(calls))

@@ -2,6 +2,8 @@
 
     python -m tools.bench [--shapes benchmarks|tests|all|M,N,K ...] [--calls 100] [--clear-bytes N]
                           [--host-calls 200] [--json FILE] [--png FILE]
+    python -m tools.bench --model DIR|llama-3-8b|llama-3-70b [--m 1,2,4,...,256] [--calls 100]
+                          [--json FILE]
 
 Per shape (default: the 6 benchmark shapes; the runner's seed of each task shape, as tools.evaluate),
 one set of inputs from reference.generate_input, and in the runner's loop (tools.timing.RunnerLoop:
@@ -33,6 +35,16 @@ looked-up config, the heuristic's where the lookup serves another path) and the 
 each proven, checked and timed in the runner's loop, beside F.linear bf16; then a table, per
 (N, K) the smallest M from which the dequant path wins at every larger M timed, and last the
 threshold: the largest of those. Exit code 1 when the dequant path failed on some shape.
+
+--model DIR loads an AMD Quark MXFP4 export with launchers.linear.load_quark (needs
+transformers and safetensors); --model llama-3-8b (or llama-3-70b, tools/model_shapes.py)
+builds that Llama with random weights, its decoder layers' linears quantized into MXFP4Linear
+(mxfp4_llama; lm_head stays bf16, as Quark's llama template leaves it); then its bf16 twin (bf16_twin: each MXFP4Linear an nn.Linear
+holding its dequantized weight), then times, per M of --m (default 1 to 256), one decode step
+of each: a forward of M sequences of one new token each (input_ids [M, 1], no KV cache, so the
+linears and the per-token work of the step without attention over a context), in the same
+runner's loop. Prints per M the mean µs of both, their ratio and the relative L2 difference of
+their logits.
 """
 
 import dataclasses
@@ -45,8 +57,10 @@ import torch
 import triton
 
 from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_variable,
-                       clear_bytes, output_file, parse_shapes, positive_int, usage_error)
+                       clear_bytes, output_file, parse_m_list, parse_shapes, positive_int,
+                       usage_error)
 from tools.evaluate import _num, geomean
+from tools.model_shapes import DECODE_MAX_M
 from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
 
 COPY_BYTES = 1 << 30
@@ -54,6 +68,7 @@ COPY_REPETITIONS = 5
 DEFAULT_CALLS = 100
 DEFAULT_HOST_CALLS = 200
 DEFAULT_SHAPES = ["benchmarks"]
+DECODE_M = tuple(2 ** i for i in range(DECODE_MAX_M.bit_length()))     # 1, 2, 4, ..., 256
 
 US_COLUMNS = (("fused", "a fused"), ("unfused", "b unfused"), ("reference", "c ref"),
               ("bf16_linear", "d bf16"), ("floor", "e floor"))
@@ -435,6 +450,106 @@ def run_vendor_gemm(specs, args) -> int:
     return 1 if failed else 0
 
 
+# ----------------------------------------------------------------------------- a model
+
+def dequantized_linear(layer) -> torch.nn.Linear:
+    """The bf16 nn.Linear of an MXFP4Linear: its dequantized weight and its bias, on its device."""
+    from kernels import formats
+    n, k = layer.out_features, layer.in_features
+    codes = formats.unshuffle_weight(layer.b_shuffle)
+    scales = formats.e8m0_unshuffle(layer.b_scale_sh, n, formats.cdiv(k, formats.MX_BLOCK))
+    linear = torch.nn.Linear(k, n, bias=layer.bias is not None, dtype=torch.bfloat16,
+                             device=layer.b_shuffle.device)
+    with torch.no_grad():
+        linear.weight.copy_(formats.dequantize_mxfp4(codes, scales))
+        if layer.bias is not None:
+            linear.bias.copy_(layer.bias)
+    return linear
+
+
+def bf16_twin(model):
+    """A copy of `model` whose every MXFP4Linear is its dequantized_linear."""
+    import copy
+    from launchers.linear import MXFP4Linear
+    twin = copy.deepcopy(model)
+    for name, module in list(twin.named_modules()):
+        if isinstance(module, MXFP4Linear):
+            parent, _, attribute = name.rpartition(".")
+            setattr(twin.get_submodule(parent), attribute, dequantized_linear(module))
+    return twin
+
+
+def mxfp4_llama(config: dict, device):
+    """A LlamaForCausalLM of these LlamaConfig fields on `device`, random bf16 weights, each
+    linear of its decoder layers an MXFP4Linear (MXFP4Linear.from_linear), lm_head kept."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from launchers.linear import MXFP4Linear
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(LlamaConfig(**config),
+                                                 dtype=torch.bfloat16).eval()
+    for name, module in list(model.model.layers.named_modules()):
+        if isinstance(module, torch.nn.Linear):
+            parent, _, attribute = name.rpartition(".")
+            setattr(model.model.layers.get_submodule(parent), attribute,
+                    MXFP4Linear.from_linear(module))
+    return model
+
+
+def load_model(source, device):
+    """--model's model: a Quark export's folder through load_quark, or a name of LLAMA_CONFIGS
+    through mxfp4_llama."""
+    from tools.model_shapes import LLAMA_CONFIGS
+    if str(source) in LLAMA_CONFIGS:
+        return mxfp4_llama(LLAMA_CONFIGS[str(source)], device)
+    from launchers.linear import load_quark
+    return load_quark(source, device=device)
+
+
+def decode_step(model, input_ids):
+    """One decode step of len(input_ids) sequences: their logits, no KV cache kept."""
+    with torch.no_grad():
+        return model(input_ids=input_ids, use_cache=False).logits
+
+
+def format_model_table(rows) -> str:
+    lines = [f"{'M':>5} {'mxfp4 µs':>10} {'bf16 µs':>10} {'mxfp4/bf16':>10} {'logits rel':>10}"]
+    for row in rows:
+        lines.append(f"{row['m']:>5} {row['mxfp4_us']:>10.1f} {row['bf16_us']:>10.1f} "
+                     f"{row['mxfp4_us'] / row['bf16_us']:>10.2f} {row['logits_rel']:>10.4f}")
+    return "\n".join(lines)
+
+
+def run_model(args):
+    """Load the model and its twin on the GPU, then time a decode step of both per M."""
+    from launchers.linear import MXFP4Linear
+    device = torch.cuda.get_device_name()
+    start = time.perf_counter()
+    model = load_model(args.model, "cuda")
+    twin = bf16_twin(model)
+    layers = sum(isinstance(module, MXFP4Linear) for module in model.modules())
+    print(f"device: {device}; {args.model}: {type(model).__name__}, {layers} MXFP4Linear layers, "
+          f"loaded with its bf16 twin in {time.perf_counter() - start:.1f} s; {args.calls} timed "
+          f"calls each", flush=True)
+    loop = RunnerLoop(args.clear_bytes)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+    for m in args.m:
+        input_ids = torch.randint(0, model.config.vocab_size, (m, 1), device="cuda",
+                                  generator=generator)
+        mxfp4, bf16 = decode_step(model, input_ids).float(), decode_step(twin, input_ids).float()
+        rows.append({"m": m, "mxfp4_us": time_variant(loop, lambda: decode_step(model, input_ids),
+                                                      args.calls)["mean_us"],
+                     "bf16_us": time_variant(loop, lambda: decode_step(twin, input_ids),
+                                             args.calls)["mean_us"],
+                     "logits_rel": ((mxfp4 - bf16).norm() / bf16.norm()).item()})
+        print(f"M={m}: mxfp4 {rows[-1]['mxfp4_us']:.1f} µs, bf16 {rows[-1]['bf16_us']:.1f} µs",
+              flush=True)
+    return rows, {"device": device, "model": str(args.model), "calls": args.calls,
+                  "mxfp4_layers": layers}
+
+
 # ----------------------------------------------------------------------------- command line
 
 def build_parser():
@@ -459,12 +574,34 @@ def build_parser():
                         help="write the rows, the geomeans and the run's facts here")
     parser.add_argument("--png", metavar="FILE", type=output_file,
                         help="write a grouped bar chart here (needs matplotlib)")
+    parser.add_argument("--model", metavar="DIR|NAME", type=Path,
+                        help="time a decode step of this AMD Quark MXFP4 export (or of llama-3-8b "
+                             "or llama-3-70b with random weights) against its bf16 twin instead "
+                             "of the shapes (needs transformers and safetensors)")
+    parser.add_argument("--m", type=parse_m_list, default=DECODE_M,
+                        help=f"with --model: the decode batches (default "
+                             f"{','.join(map(str, DECODE_M))})")
     return parser
+
+
+def check_model_arguments(args):
+    """Refuse (UsageError) what does not go with --model, and a folder that is no export."""
+    if args.model is None:
+        if args.m != DECODE_M:
+            raise UsageError("--m goes with --model")
+        return
+    if args.shapes != ["benchmarks"] or args.png:
+        raise UsageError("--model times a model: --shapes and --png do not go with it")
+    from tools.model_shapes import LLAMA_CONFIGS
+    if str(args.model) not in LLAMA_CONFIGS and not (args.model / "config.json").is_file():
+        raise UsageError(f"--model {args.model}: no config.json there (expected an AMD Quark "
+                         f"export's folder or one of {', '.join(LLAMA_CONFIGS)})")
 
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
+        check_model_arguments(args)
         if args.vendor_gemm and args.shapes is DEFAULT_SHAPES:   # --shapes not given
             args.shapes = vendor_gemm_grid()
         specs = parse_shapes(args.shapes)
@@ -479,6 +616,15 @@ def main(argv=None):
     if problem:
         print(f"tools.bench: {problem}", file=sys.stderr)
         return 2
+    if args.model:
+        rows, facts = run_model(args)
+        print(f"\nmean µs of one decode step (input_ids [M, 1], no KV cache) in the runner's "
+              f"loop; logits rel: relative L2 difference of the two models' logits\n"
+              f"{format_model_table(rows)}", flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(dict(facts, rows=rows), indent=2) + "\n")
+            print(f"wrote {args.json}", flush=True)
+        return 0
 
     if args.vendor_gemm:
         return run_vendor_gemm(specs, args)

@@ -21,7 +21,9 @@ and NAME says what writes it:
 - `model-shapes`: per public model shape, the fused against the quantize-once path
   (tools.gfx950.paths.paths_markdown) from the walked figures kept in MODEL_SHAPES_FIGURES
   (written by `python -m tools.isa --sweep llama-3-8b llama-3-70b deepseek-v3-dense --json
-  tools/gfx950/model_shapes_sweep.json`), their modelled times computed now.
+  tools/gfx950/model_shapes_sweep.json`), their modelled times computed now;
+- `decoder-step`: from the same figures, per dense model and decode M, each layer's linears
+  and their sums over one decoder layer and one step (tools.gfx950.paths.decoder_step_markdown).
 Everything outside the markers is left as it is.
 """
 
@@ -99,6 +101,9 @@ class Generators:
         if kind == "model-shapes" and not argument:
             from tools.gfx950.paths import paths_markdown
             return paths_markdown(json.loads(MODEL_SHAPES_FIGURES.read_text()))
+        if kind == "decoder-step" and not argument:
+            from tools.gfx950.paths import decoder_step_markdown
+            return decoder_step_markdown(json.loads(MODEL_SHAPES_FIGURES.read_text()))
         if kind == "critical-path" and argument in ("", "table"):
             from tools.gfx950.report import per_call_markdown
             return per_call_markdown(self.gfx950_rows(), with_family=not argument)

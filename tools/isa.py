@@ -286,6 +286,8 @@ def main(argv=None):
         started = time.time()
         rows = paths.sweep(sweep_shapes, args.quantizer)
         print(paths.format_paths(rows))
+        if paths.decoder_step_rows(rows):
+            print(paths.format_decoder_steps(rows))
         print(f"{len(sweep_shapes)} shapes, {len(rows)} calls in {time.time() - started:.0f} s")
         if args.configs:
             write_configs(args.configs, paths.config_entries(rows, _sweep_note(args.quantizer)))

@@ -1,12 +1,13 @@
 """The linear layers of a few public models, as data: {model: {layer: (N, K)}}, the weight of
 each layer being [N, K] (N outputs, K inputs; fused projections as one GEMM), and the M values
-the tools take by default with them (a decode batch of 1 to a prefill of 8192 tokens).
+the tools take by default with them (a decode batch of 1 to a prefill of 8192 tokens), and the
+decoder layers of the dense models (each layer's linears once per layer, in series).
 
 The dimensions are those of each model's published config.json:
 - llama-3-8b (meta-llama/Meta-Llama-3-8B): hidden 4096, 32 query and 8 key/value heads of 128,
-  intermediate 14336;
+  intermediate 14336, 32 layers;
 - llama-3-70b (meta-llama/Meta-Llama-3-70B): hidden 8192, 64 query and 8 key/value heads of
-  128, intermediate 28672;
+  128, intermediate 28672, 80 layers;
 - deepseek-v3-dense (deepseek-ai/DeepSeek-V3, its dense projections: attention, the dense MLP
   of the first layers and the shared expert, not the routed experts): hidden 7168, 128 heads,
   q_lora_rank 1536, kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim
@@ -38,6 +39,15 @@ MODEL_LAYERS = {
     },
 }
 MODEL_M = (1, 8, 32, 128, 512, 2048, 8192)
+# the transformers LlamaConfig fields of the two Llama models (the same published config.json)
+LLAMA_CONFIGS = {
+    "llama-3-8b": dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                       num_key_value_heads=8, num_hidden_layers=32, vocab_size=128256),
+    "llama-3-70b": dict(hidden_size=8192, intermediate_size=28672, num_attention_heads=64,
+                        num_key_value_heads=8, num_hidden_layers=80, vocab_size=128256),
+}
+MODEL_DECODER_LAYERS = {name: config["num_hidden_layers"] for name, config in LLAMA_CONFIGS.items()}
+DECODE_MAX_M = 256      # the largest decode batch the decode-step sums take
 
 
 def model_pairs(names=None) -> list:

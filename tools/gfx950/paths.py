@@ -216,6 +216,53 @@ def config_entries(calls, note: str) -> list:
 
 
 
+def decoder_step_rows(calls) -> list:
+    """Per model of MODEL_DECODER_LAYERS and M up to DECODE_MAX_M that `calls` cover for every
+    layer: (model, M, {layer: (low, worst) modelled µs of its chosen call}, one decoder
+    layer's linears in series (the sums of the lows and of the worsts), the same times the
+    model's decoder layers)."""
+    from tools.model_shapes import DECODE_MAX_M, MODEL_DECODER_LAYERS, MODEL_LAYERS
+    chosen = {shape: entry["chosen"] for shape, entry in best(calls).items()}
+    rows = []
+    for name, count in MODEL_DECODER_LAYERS.items():
+        for m in sorted({shape[0] for shape in chosen if shape[0] <= DECODE_MAX_M}):
+            shapes = {layer: (m, n, k) for layer, (n, k) in MODEL_LAYERS[name].items()}
+            if not all(shape in chosen for shape in shapes.values()):
+                continue
+            ranges = {layer: modelled_range(chosen[shape]) for layer, shape in shapes.items()}
+            layer_sum = tuple(round(sum(pair[i] for pair in ranges.values()), 2)
+                              for i in (0, 1))
+            rows.append((name, m, ranges, layer_sum,
+                         tuple(round(count * value, 1) for value in layer_sum)))
+    return rows
+
+
+def decoder_step_markdown(calls) -> str:
+    """decoder_step_rows as markdown tables, one per model."""
+    from tools.model_shapes import MODEL_DECODER_LAYERS
+    lines = []
+    for name, count in MODEL_DECODER_LAYERS.items():
+        rows = [row for row in decoder_step_rows(calls) if row[0] == name]
+        if not rows:
+            continue
+        layers = list(rows[0][2])
+        lines += ([f"{name} ({count} decoder layers), modelled µs, low–**worst**:", "",
+                   "| M | " + " | ".join(layers) + " | one layer | one step |",
+                   "|---" * (len(layers) + 3) + "|"]
+                  + [f"| {m} | " + " | ".join(f"{low:.2f}–**{high:.2f}**"
+                                              for low, high in ranges.values())
+                     + f" | {layer[0]:.2f}–**{layer[1]:.2f}** | {step[0]:.0f}–**{step[1]:.0f}** |"
+                     for _, m, ranges, layer, step in rows] + [""])
+    return "\n".join(lines).rstrip()
+
+
+def format_decoder_steps(calls) -> str:
+    """decoder_step_rows as text: per model and M, one layer's and one step's modelled µs."""
+    return "\n".join(f"{name} M={m}: one decoder layer's linears {layer[0]:.2f}–{layer[1]:.2f} "
+                     f"µs, one step {step[0]:.0f}–{step[1]:.0f} µs (the family's low–worst)"
+                     for name, m, _, layer, step in decoder_step_rows(calls))
+
+
 TARGET_FROM_M = 2048
 TARGET_RATIO = 1.5     # modelled time over the MFMA bound, from TARGET_FROM_M on
 
