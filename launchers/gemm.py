@@ -42,7 +42,7 @@ WARP_SIZE = {"hip": 64}   # 32 elsewhere
 WITHOUT_QUANT_FAST_PATH = ("cuda",)
 REDUCE_TENSOR_ARGS = 2  # reduce_arguments puts (partials, c) first
 QUANTIZE_TENSOR_ARGS = 3  # quantize_launch puts (x, codes, scales) first
-QUANTIZE_WARPS = 4
+QUANTIZE_THREADS = 256   # per program: 4 waves on AMD, 8 warps on NVIDIA
 
 
 class LaunchSpec(NamedTuple):
@@ -110,9 +110,10 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
         a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
         grid, arguments = quantize_launch(a, *quantized_outputs(m, k, device), quantizer,
                                           quant_fast_path,
-                                          threads_per_program(QUANTIZE_WARPS, backend))
+                                          QUANTIZE_THREADS)
+        warps = QUANTIZE_THREADS // threads_per_program(1, backend)
         specs.append(LaunchSpec("quantize", quantize_kernel, grid,
-                                backend_options(backend, num_warps=QUANTIZE_WARPS, num_stages=1,
+                                backend_options(backend, num_warps=warps, num_stages=1,
                                                 waves_per_eu=0, matrix_instr_nonkdim=0),
                                 arguments))
         a_prequantized = True
@@ -193,6 +194,13 @@ class GemmLauncher:
     def is_direct(self) -> bool:
         return all(launch is None or launch.is_direct
                    for launch in (self.quantize, self.gemm, self.reduce))
+
+    def spilling_launches(self) -> dict:
+        """{launch name: registers spilled a thread} of the launches whose compiled kernel
+        spills (known for direct launches only: launchers.bypass.KernelLaunch)."""
+        launches = {"quantize": self.quantize, "gemm": self.gemm, "reduce": self.reduce}
+        return {name: launch.spilled_registers for name, launch in launches.items()
+                if launch is not None and launch.spilled_registers}
 
     def gemm_arguments(self, a, b_shuffle, b_scale_sh, a_scales=None) -> tuple:
         """(the GEMM kernel's arguments in signature order, its partials, the new output C);

@@ -212,7 +212,7 @@ def test_the_ladder_order():
     assert rung_names("sm_90", TABLE_SHAPE) == [
         "software quantizer", "standard launch", "heuristic config"]
     # Where the table has no entry the heuristic config is the config: no rung of its own.
-    assert config_for("gfx950", *SHAPE) == heuristic_config(*SHAPE)
+    assert config_for("gfx950", *SHAPE) == heuristic_config("gfx950", *SHAPE)
     assert rung_names("gfx950", SHAPE) == [
         "hardware quantizer (bf16)", "hardware quantizer (f32)", "software quantizer",
         "standard launch"]
@@ -355,7 +355,7 @@ def built_rungs(monkeypatch, arch, shape, aiter=False):
 
 
 def test_which_options_each_rung_builds(monkeypatch):
-    table, heuristic = config_for("gfx950", *TABLE_SHAPE), heuristic_config(*TABLE_SHAPE)
+    table, heuristic = config_for("gfx950", *TABLE_SHAPE), heuristic_config("gfx950", *TABLE_SHAPE)
     built = built_rungs(monkeypatch, "gfx950", TABLE_SHAPE)
     assert {name: launcher.args for name, launcher in built.items()} == {
         "hardware quantizer (bf16)": (table, "hardware", True),

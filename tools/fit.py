@@ -1,0 +1,123 @@
+"""Whether the configs the lookup serves fit their chip, seen from a CPU: each launch of a call
+cross-compiled (tools.gfx950.cross_compile) for gfx950 or sm_90, its shared memory (LDS)
+against the target's limit (launchers.fit.SHARED_MEMORY_LIMITS), its registers and spills.
+
+`launch_resources(arch, spec)` compiles one launch (launchers.gemm.launch_specs) and reads:
+on sm_90, the dynamic shared memory Triton asks for, and from the cubin (`cuobjdump
+-res-usage`, shipped in Triton's wheel) the registers and the stack bytes a thread (a stack
+means spilled registers); on gfx950, the LDS, VGPRs, VGPR and SGPR spills and scratch bytes of
+the amdgcn metadata. A compile is kept per distinct specialization (the kernel, its constexprs
+and argument attributes as the JIT specializes them, and the options), so that a grid of
+shapes compiles each distinct kernel once. `served_row(arch, shape)` is the row of the config
+served first for a shape (launchers.configs.config_lookup), `python -m tools.isa --shapes`
+prints them. Compile with real JIT functions (TRITON_INTERPRET unset).
+"""
+
+import os
+import re
+import subprocess
+import tempfile
+
+import triton
+
+from launchers.configs import config_lookup
+from launchers.fit import SHARED_MEMORY_LIMITS
+from launchers.gemm import launch_specs
+from tools.gfx950.cross_compile import GFX950, SM90, compile_for, specialization
+
+TARGETS = {"gfx950": GFX950, "sm_90": SM90}
+BACKENDS = {"gfx950": "hip", "sm_90": "cuda"}
+# The quantizer of the first rung on each target (launchers.ladder).
+FIRST_QUANTIZER = {"gfx950": "hardware", "sm_90": "software"}
+_RES_USAGE = re.compile(r"REG:(\d+) STACK:(\d+)")
+_compiled = {}
+
+
+def _metadata_int(amdgcn: str, key: str) -> int:
+    found = re.search(rf"\.{key}:?\s+(\d+)", amdgcn)
+    return int(found.group(1)) if found else 0
+
+
+def cubin_resources(cubin: bytes) -> dict:
+    """{"registers", "stack_bytes"} a thread of a cubin's kernel (`cuobjdump -res-usage`)."""
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
+                        "cuobjdump")
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+        file.write(cubin)
+        file.flush()
+        text = subprocess.run([tool, "-res-usage", file.name], capture_output=True, text=True,
+                              check=True).stdout
+    registers, stack = _RES_USAGE.search(text).groups()
+    return dict(registers=int(registers), stack_bytes=int(stack))
+
+
+def amdgcn_resources(amdgcn: str) -> dict:
+    """{"registers" (VGPRs), "vgpr_spills", "sgpr_spills", "scratch_bytes"} of gfx950 code."""
+    return dict(registers=_metadata_int(amdgcn, "vgpr_count"),
+                vgpr_spills=_metadata_int(amdgcn, "vgpr_spill_count"),
+                sgpr_spills=_metadata_int(amdgcn, "sgpr_spill_count"),
+                scratch_bytes=_metadata_int(amdgcn, "private_segment_fixed_size"))
+
+
+def launch_resources(arch: str, spec) -> dict:
+    """{"kernel", "shared_bytes", "shared_limit", "fits", "registers", "spills", ...}: one
+    launch compiled for `arch`; "spills" is whether the compiled code spills any register."""
+    target = TARGETS[arch]
+    key = (arch, spec.name, specialization(spec.kernel, spec.sample_args, target),
+           tuple(sorted(spec.options.items())))
+    if key not in _compiled:
+        compiled = compile_for(spec.kernel, spec.sample_args, spec.options, target)
+        if arch == "sm_90":
+            found = dict(shared_bytes=compiled.metadata.shared,
+                         **cubin_resources(compiled.asm["cubin"]))
+            found["spills"] = found["stack_bytes"] > 0
+        else:
+            amdgcn = compiled.asm["amdgcn"]
+            found = dict(shared_bytes=compiled.metadata.shared
+                         + _metadata_int(amdgcn, "group_segment_fixed_size"),
+                         **amdgcn_resources(amdgcn))
+            found["spills"] = bool(found["vgpr_spills"] or found["sgpr_spills"]
+                                   or found["scratch_bytes"])
+        _compiled[key] = found
+    limit = SHARED_MEMORY_LIMITS[arch]
+    found = _compiled[key]
+    return dict(kernel=spec.name, shared_limit=limit, fits=found["shared_bytes"] <= limit,
+                **found)
+
+
+def config_row(arch: str, shape, config, source: str = None) -> dict:
+    """The row of one call of `config` on `shape` compiled for `arch`: its launches' resources,
+    whether every launch fits ("fits") and whether any spills ("spills")."""
+    m, n, k = shape
+    specs = launch_specs(config, BACKENDS[arch], m, n, k, (k, 1), "meta", FIRST_QUANTIZER[arch])
+    launches = [launch_resources(arch, spec) for spec in specs]
+    return dict(arch=arch, shape=[m, n, k], config=dict(vars(config)), label=config.label,
+                source=source, triton=triton.__version__, quantizer=FIRST_QUANTIZER[arch],
+                launches=launches, fits=all(launch["fits"] for launch in launches),
+                spills=any(launch["spills"] for launch in launches))
+
+
+def served_row(arch: str, shape) -> dict:
+    """config_row of the config the lookup serves first for `shape` on `arch`."""
+    config, source = config_lookup(arch, *shape)
+    return config_row(arch, shape, config, source)
+
+
+def _launch_text(launch: dict) -> str:
+    spill = (f"stack {launch['stack_bytes']:,} B" if "stack_bytes" in launch else
+             f"spills {launch['vgpr_spills']}v/{launch['sgpr_spills']}s, "
+             f"scratch {launch['scratch_bytes']:,} B")
+    return (f"{launch['kernel']} {launch['shared_bytes']:,}/{launch['shared_limit']:,} B, "
+            f"{launch['registers']} regs, {spill}")
+
+
+def format_rows(rows) -> str:
+    """One line per shape: the config served and its source, each launch's shared memory (LDS)
+    against the limit, registers and spills, and whether the call fits without spilling."""
+    lines = []
+    for row in rows:
+        verdict = ("fits" if row["fits"] else "DOES NOT FIT") + (", SPILLS" if row["spills"] else "")
+        lines.append(f"{row['arch']} {'x'.join(map(str, row['shape'])):<16} "
+                     f"{row['label']:<34} {row['source'] or '':<9} {verdict}")
+        lines += [f"    {_launch_text(launch)}" for launch in row["launches"]]
+    return "\n".join(lines)
