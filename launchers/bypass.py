@@ -22,8 +22,8 @@ every call goes through the standard `kernel[grid](...)` launch, after a one-lin
 reaches the caller (launchers.ladder steps down on it). Nor is a kernel that does not fit the
 device: before its launch is taken, the compiled kernel's shared memory is checked against the
 device's limit (launchers.fit.DoesNotFit, one line), and Triton's own OutOfResources passes
-through; `spilled_registers` is then the compiled kernel's register spills a thread (None
-without a direct launch).
+through; `registers` and `spilled_registers` are then the compiled kernel's registers and
+register spills a thread (None without a direct launch).
 """
 
 import sys
@@ -72,7 +72,7 @@ class KernelLaunch:
         self.kernel = kernel
         self.grid = grid
         self.options = options
-        self.direct = self.spilled_registers = None
+        self.direct = self.registers = self.spilled_registers = None
         if isinstance(kernel, InterpretedFunction) or not allow_direct:
             return
         compiled = kernel.warmup(*sample_args, grid=grid, **options)
@@ -86,6 +86,7 @@ class KernelLaunch:
             notice_once(f"mxfp4-mm: standard Triton launch for {_kernel_name(kernel)} "
                         f"(direct launch unavailable: {reason})")
             return
+        self.registers = getattr(compiled, "n_regs", None)
         self.spilled_registers = getattr(compiled, "n_spills", None)
 
     @property

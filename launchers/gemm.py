@@ -195,12 +195,17 @@ class GemmLauncher:
         return all(launch is None or launch.is_direct
                    for launch in (self.quantize, self.gemm, self.reduce))
 
-    def spilling_launches(self) -> dict:
-        """{launch name: registers spilled a thread} of the launches whose compiled kernel
-        spills (known for direct launches only: launchers.bypass.KernelLaunch)."""
+    def launch_resources(self) -> dict:
+        """{launch name: {"n_regs", "n_spills"}} a thread, of each launch's loaded kernel
+        (known for direct launches only, else None: launchers.bypass.KernelLaunch)."""
         launches = {"quantize": self.quantize, "gemm": self.gemm, "reduce": self.reduce}
-        return {name: launch.spilled_registers for name, launch in launches.items()
-                if launch is not None and launch.spilled_registers}
+        return {name: dict(n_regs=launch.registers, n_spills=launch.spilled_registers)
+                for name, launch in launches.items() if launch is not None}
+
+    def spilling_launches(self) -> dict:
+        """{launch name: registers spilled a thread} of the launches whose kernel spills."""
+        return {name: found["n_spills"] for name, found in self.launch_resources().items()
+                if found["n_spills"]}
 
     def gemm_arguments(self, a, b_shuffle, b_scale_sh, a_scales=None) -> tuple:
         """(the GEMM kernel's arguments in signature order, its partials, the new output C);

@@ -8,15 +8,18 @@ on sm_90, the dynamic shared memory Triton asks for, and from the cubin (`cuobjd
 means spilled registers); on gfx950, the LDS, VGPRs, VGPR and SGPR spills and scratch bytes of
 the amdgcn metadata. A compile is kept per distinct specialization (the kernel, its constexprs
 and argument attributes as the JIT specializes them, and the options), so that a grid of
-shapes compiles each distinct kernel once. `served_row(arch, shape)` is the row of the config
-served first for a shape (launchers.configs.config_lookup), `python -m tools.isa --shapes`
-prints them. Compile with real JIT functions (TRITON_INTERPRET unset).
+shapes compiles each distinct kernel once (`compile_all`, in WORKERS processes).
+`served_row(arch, shape)` is the row of the config served first for a shape
+(launchers.configs.config_lookup), `rows(arch, shapes)` those of many shapes; `python -m
+tools.isa --shapes` prints them. Compile with real JIT functions (TRITON_INTERPRET unset).
 """
 
 import os
 import re
 import subprocess
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 
 import triton
 
@@ -29,6 +32,7 @@ TARGETS = {"gfx950": GFX950, "sm_90": SM90}
 BACKENDS = {"gfx950": "hip", "sm_90": "cuda"}
 # The quantizer of the first rung on each target (launchers.ladder).
 FIRST_QUANTIZER = {"gfx950": "hardware", "sm_90": "software"}
+WORKERS = 2
 _RES_USAGE = re.compile(r"REG:(\d+) STACK:(\d+)")
 _compiled = {}
 
@@ -59,38 +63,51 @@ def amdgcn_resources(amdgcn: str) -> dict:
                 scratch_bytes=_metadata_int(amdgcn, "private_segment_fixed_size"))
 
 
+def _key(arch: str, spec) -> tuple:
+    """What tells two compiles of a launch apart: the target, the kernel, its specialization
+    and its options."""
+    return (arch, spec.name, specialization(spec.kernel, spec.sample_args, TARGETS[arch]),
+            tuple(sorted(spec.options.items())))
+
+
+def _compile(arch: str, spec) -> dict:
+    compiled = compile_for(spec.kernel, spec.sample_args, spec.options, TARGETS[arch])
+    if arch == "sm_90":
+        found = dict(shared_bytes=compiled.metadata.shared,
+                     **cubin_resources(compiled.asm["cubin"]))
+        found["spills"] = found["stack_bytes"] > 0
+    else:
+        amdgcn = compiled.asm["amdgcn"]
+        found = dict(shared_bytes=compiled.metadata.shared
+                     + _metadata_int(amdgcn, "group_segment_fixed_size"),
+                     **amdgcn_resources(amdgcn))
+        found["spills"] = bool(found["vgpr_spills"] or found["sgpr_spills"]
+                               or found["scratch_bytes"])
+    return found
+
+
 def launch_resources(arch: str, spec) -> dict:
     """{"kernel", "shared_bytes", "shared_limit", "fits", "registers", "spills", ...}: one
     launch compiled for `arch`; "spills" is whether the compiled code spills any register."""
-    target = TARGETS[arch]
-    key = (arch, spec.name, specialization(spec.kernel, spec.sample_args, target),
-           tuple(sorted(spec.options.items())))
+    key = _key(arch, spec)
     if key not in _compiled:
-        compiled = compile_for(spec.kernel, spec.sample_args, spec.options, target)
-        if arch == "sm_90":
-            found = dict(shared_bytes=compiled.metadata.shared,
-                         **cubin_resources(compiled.asm["cubin"]))
-            found["spills"] = found["stack_bytes"] > 0
-        else:
-            amdgcn = compiled.asm["amdgcn"]
-            found = dict(shared_bytes=compiled.metadata.shared
-                         + _metadata_int(amdgcn, "group_segment_fixed_size"),
-                         **amdgcn_resources(amdgcn))
-            found["spills"] = bool(found["vgpr_spills"] or found["sgpr_spills"]
-                                   or found["scratch_bytes"])
-        _compiled[key] = found
+        _compiled[key] = _compile(arch, spec)
     limit = SHARED_MEMORY_LIMITS[arch]
     found = _compiled[key]
     return dict(kernel=spec.name, shared_limit=limit, fits=found["shared_bytes"] <= limit,
                 **found)
 
 
+def _specs(arch: str, shape, config) -> list:
+    m, n, k = shape
+    return launch_specs(config, BACKENDS[arch], m, n, k, (k, 1), "meta", FIRST_QUANTIZER[arch])
+
+
 def config_row(arch: str, shape, config, source: str = None) -> dict:
     """The row of one call of `config` on `shape` compiled for `arch`: its launches' resources,
     whether every launch fits ("fits") and whether any spills ("spills")."""
     m, n, k = shape
-    specs = launch_specs(config, BACKENDS[arch], m, n, k, (k, 1), "meta", FIRST_QUANTIZER[arch])
-    launches = [launch_resources(arch, spec) for spec in specs]
+    launches = [launch_resources(arch, spec) for spec in _specs(arch, shape, config)]
     return dict(arch=arch, shape=[m, n, k], config=dict(vars(config)), label=config.label,
                 source=source, triton=triton.__version__, quantizer=FIRST_QUANTIZER[arch],
                 launches=launches, fits=all(launch["fits"] for launch in launches),
@@ -101,6 +118,35 @@ def served_row(arch: str, shape) -> dict:
     """config_row of the config the lookup serves first for `shape` on `arch`."""
     config, source = config_lookup(arch, *shape)
     return config_row(arch, shape, config, source)
+
+
+def _compile_job(job) -> tuple:
+    arch, shape, config, index = job
+    spec = _specs(arch, shape, config)[index]
+    return _key(arch, spec), _compile(arch, spec)
+
+
+def compile_all(arch: str, calls, workers: int = WORKERS) -> None:
+    """Compile every distinct launch of `calls` [(shape, config)] for `arch` once, in `workers`
+    processes, into the cache launch_resources reads."""
+    jobs = {}
+    for shape, config in calls:
+        for index, spec in enumerate(_specs(arch, shape, config)):
+            key = _key(arch, spec)
+            if key not in _compiled:
+                jobs.setdefault(key, (arch, tuple(shape), config, index))
+    if len(jobs) < 2 or workers < 2:
+        for job in jobs.values():
+            _compiled.update([_compile_job(job)])
+        return
+    with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
+        _compiled.update(pool.map(_compile_job, jobs.values()))
+
+
+def rows(arch: str, shapes) -> list:
+    """served_row of each shape, each distinct launch compiled once (compile_all)."""
+    compile_all(arch, [(shape, config_lookup(arch, *shape)[0]) for shape in shapes])
+    return [served_row(arch, shape) for shape in shapes]
 
 
 def _launch_text(launch: dict) -> str:

@@ -66,6 +66,7 @@ import triton
 from kernels import formats
 from kernels.preshuffle_gemm import a_rows
 from launchers.configs import BENCHMARK_SHAPES, GEMM_CONFIGS, GemmConfig
+from launchers.fit import SHARED_MEMORY_LIMITS
 from launchers.gemm import launch_specs
 from tools.gfx950 import model
 from tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files
@@ -75,7 +76,7 @@ from tools.gfx950.cross_compile import GFX950, ROOT, compile_for
 from tools.gfx950.hazards import asm_hazards
 from tools.gfx950.release_order import release_ordered
 
-LDS_PER_CU = 160 * 1024
+LDS_PER_CU = SHARED_MEMORY_LIMITS["gfx950"]
 VGPRS_PER_SIMD_LANE = 512
 MAX_WAVES_PER_SIMD = 8
 WAVE = 64
