@@ -26,6 +26,7 @@ import triton
 from launchers.configs import config_lookup
 from launchers.fit import SHARED_MEMORY_LIMITS
 from launchers.gemm import launch_specs
+from tools.gfx950 import report
 from tools.gfx950.cross_compile import GFX950, SM90, compile_for, specialization
 
 TARGETS = {"gfx950": GFX950, "sm_90": SM90}
@@ -35,11 +36,6 @@ FIRST_QUANTIZER = {"gfx950": "hardware", "sm_90": "software"}
 WORKERS = 2
 _RES_USAGE = re.compile(r"REG:(\d+) STACK:(\d+)")
 _compiled = {}
-
-
-def _metadata_int(amdgcn: str, key: str) -> int:
-    found = re.search(rf"\.{key}:?\s+(\d+)", amdgcn)
-    return int(found.group(1)) if found else 0
 
 
 def cubin_resources(cubin: bytes) -> dict:
@@ -57,10 +53,11 @@ def cubin_resources(cubin: bytes) -> dict:
 
 def amdgcn_resources(amdgcn: str) -> dict:
     """{"registers" (VGPRs), "vgpr_spills", "sgpr_spills", "scratch_bytes"} of gfx950 code."""
-    return dict(registers=_metadata_int(amdgcn, "vgpr_count"),
-                vgpr_spills=_metadata_int(amdgcn, "vgpr_spill_count"),
-                sgpr_spills=_metadata_int(amdgcn, "sgpr_spill_count"),
-                scratch_bytes=_metadata_int(amdgcn, "private_segment_fixed_size"))
+    read = report._metadata_int
+    return dict(registers=read(amdgcn, "vgpr_count"),
+                vgpr_spills=read(amdgcn, "vgpr_spill_count"),
+                sgpr_spills=read(amdgcn, "sgpr_spill_count"),
+                scratch_bytes=read(amdgcn, "private_segment_fixed_size"))
 
 
 def _key(arch: str, spec) -> tuple:
@@ -78,9 +75,7 @@ def _compile(arch: str, spec) -> dict:
         found["spills"] = found["stack_bytes"] > 0
     else:
         amdgcn = compiled.asm["amdgcn"]
-        found = dict(shared_bytes=compiled.metadata.shared
-                     + _metadata_int(amdgcn, "group_segment_fixed_size"),
-                     **amdgcn_resources(amdgcn))
+        found = dict(shared_bytes=report.lds_bytes(compiled, amdgcn), **amdgcn_resources(amdgcn))
         found["spills"] = bool(found["vgpr_spills"] or found["sgpr_spills"]
                                or found["scratch_bytes"])
     return found
@@ -160,7 +155,9 @@ def _launch_text(launch: dict) -> str:
 def format_rows(rows) -> str:
     """One line per shape: the config served and its source, each launch's shared memory (LDS)
     against the limit, registers and spills, and whether the call fits without spilling."""
-    lines = []
+    lines = [f"{rows[0]['arch']}: Triton {rows[0]['triton']}, the {rows[0]['quantizer']} "
+             f"quantizer; per launch: shared memory (LDS) a program against the limit, registers "
+             f"and spills a thread (a lane on gfx950)"] if rows else []
     for row in rows:
         verdict = ("fits" if row["fits"] else "DOES NOT FIT") + (", SPILLS" if row["spills"] else "")
         lines.append(f"{row['arch']} {'x'.join(map(str, row['shape'])):<16} "

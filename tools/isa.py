@@ -69,7 +69,6 @@ from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, output_file,  # 
                        output_folder, parse_m_list, parse_model_shapes, usage_error)
 from tools.model_shapes import MODEL_LAYERS, MODEL_M  # noqa: E402
 from tools import fit                         # noqa: E402
-from tools.fit import cubin_resources         # noqa: E402
 from tools.gfx950 import report as gfx950   # noqa: E402
 from tools.gfx950.cross_compile import (ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
                                         SideInstallError, compile_for, run_with_triton)
@@ -143,7 +142,7 @@ def sm90_row(shape, config) -> dict:
         compiled = compile_for(spec.kernel, spec.sample_args, spec.options, SM90)
         counts[prequantized], grids[prequantized] = ptx_instructions(compiled.asm["ptx"]), spec.grid
         if not prequantized:
-            resources = dict(cubin_resources(compiled.asm["cubin"]),
+            resources = dict(fit.cubin_resources(compiled.asm["cubin"]),
                              shared_bytes=compiled.metadata.shared)
     fused, prequantized = sum(counts[False].values()), sum(counts[True].values())
     programs = grids[False][0]

@@ -91,6 +91,12 @@ def _metadata_int(amdgcn: str, key: str) -> int:
     return int(found.group(1)) if found else 0
 
 
+def lds_bytes(compiled, amdgcn: str) -> int:
+    """The LDS a workgroup of a compiled gfx950 kernel takes: Triton's dynamic share and the
+    code object's fixed group segment."""
+    return compiled.metadata.shared + _metadata_int(amdgcn, "group_segment_fixed_size")
+
+
 def instruction_counts(program) -> dict:
     return dict(sorted(Counter(i.mnemonic for i in program.instructions).items()))
 
@@ -260,7 +266,7 @@ def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
     amdgcn = compiled.asm["amdgcn"]
     program, project = parse(amdgcn), _project_frame_resolver(amdgcn)
     vgprs, agprs = _metadata_int(amdgcn, "vgpr_count"), _metadata_int(amdgcn, "agpr_count")
-    lds = compiled.metadata.shared + _metadata_int(amdgcn, "group_segment_fixed_size")
+    lds = lds_bytes(compiled, amdgcn)
     num_warps = spec.options["num_warps"]
     workgroups = spec.grid[0] * spec.grid[1] * spec.grid[2]
     allocated = _metadata_int(amdgcn, "amdhsa_next_free_vgpr")
