@@ -129,6 +129,6 @@ def test_table_entries_keep_every_field_but_the_note():
     assert table == {(1, 2, 3): GemmConfig(32, 32, 256, split_k=2, num_warps=2)}
 
 
-def test_every_path_has_its_launcher():
-    from launchers.paths import LAUNCHERS
-    assert tuple(LAUNCHERS) == configs.GEMM_PATHS
+def test_every_path_has_its_launcher_and_its_launches():
+    from launchers.paths import LAUNCH_SPECS, LAUNCHERS
+    assert tuple(LAUNCHERS) == tuple(LAUNCH_SPECS) == configs.GEMM_PATHS

@@ -2,7 +2,8 @@
 cross-compiled (tools.gfx950.cross_compile) for gfx950 or sm_90, its shared memory (LDS)
 against the target's limit (launchers.fit.SHARED_MEMORY_LIMITS), its registers and spills.
 
-`launch_resources(arch, spec)` compiles one launch (launchers.gemm.launch_specs) and reads:
+`launch_resources(arch, spec)` compiles one launch (what the config's launcher compiles:
+launchers.paths.path_launch_specs) and reads:
 on sm_90, the dynamic shared memory Triton asks for, and from the cubin (`cuobjdump
 -res-usage`, shipped in Triton's wheel) the registers and the stack bytes a thread (a stack
 means spilled registers); on gfx950, the LDS, VGPRs, VGPR and SGPR spills and scratch bytes of
@@ -25,7 +26,7 @@ import triton
 
 from launchers.configs import config_lookup
 from launchers.fit import SHARED_MEMORY_LIMITS
-from launchers.gemm import launch_specs
+from launchers.paths import path_launch_specs
 from tools.gfx950 import report
 from tools.gfx950.cross_compile import GFX950, SM90, compile_for, specialization
 
@@ -95,7 +96,8 @@ def launch_resources(arch: str, spec) -> dict:
 
 def _specs(arch: str, shape, config) -> list:
     m, n, k = shape
-    return launch_specs(config, BACKENDS[arch], m, n, k, (k, 1), "meta", FIRST_QUANTIZER[arch])
+    return path_launch_specs(config, BACKENDS[arch], m, n, k, (k, 1), "meta",
+                             FIRST_QUANTIZER[arch])
 
 
 def config_row(arch: str, shape, config, source: str = None) -> dict:
