@@ -19,12 +19,19 @@ arguments and use `aligned(...)` to send a call with a misaligned tensor to `sta
 Where the direct launch is unavailable (the interpreter, or a Triton whose internals differ)
 every call goes through the standard `kernel[grid](...)` launch, after a one-line notice
 (none for the interpreter or allow_direct=False). A compiler error is not caught here: it
-reaches the caller (launchers.ladder steps down on it).
+reaches the caller (launchers.ladder steps down on it). Nor is a kernel that does not fit the
+device: before its launch is taken, the compiled kernel's shared memory is checked against the
+device's limit (launchers.fit.DoesNotFit, one line), and Triton's own OutOfResources passes
+through; `registers` and `spilled_registers` are then the compiled kernel's registers and
+register spills a thread (None without a direct launch).
 """
 
 import sys
 
 import triton
+from triton.runtime.autotuner import OutOfResources
+
+from launchers.fit import check_fits
 
 try:
     from triton.runtime.interpreter import InterpretedFunction
@@ -65,16 +72,22 @@ class KernelLaunch:
         self.kernel = kernel
         self.grid = grid
         self.options = options
-        self.direct = None
+        self.direct = self.registers = self.spilled_registers = None
         if isinstance(kernel, InterpretedFunction) or not allow_direct:
             return
         compiled = kernel.warmup(*sample_args, grid=grid, **options)
+        check_fits(_kernel_name(kernel), compiled)
         try:
             self.direct = compiled[grid]
+        except OutOfResources:
+            raise
         except Exception as error:  # an internal-API mismatch means: use the JIT launch
             reason = f"{type(error).__name__}: {error}".splitlines()[0]
             notice_once(f"mxfp4-mm: standard Triton launch for {_kernel_name(kernel)} "
                         f"(direct launch unavailable: {reason})")
+            return
+        self.registers = getattr(compiled, "n_regs", None)
+        self.spilled_registers = getattr(compiled, "n_spills", None)
 
     @property
     def is_direct(self) -> bool:

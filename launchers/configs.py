@@ -1,11 +1,12 @@
-"""Per-arch, per-shape kernel configs: data, plus one heuristic for shapes not in the table.
+"""Per-arch, per-shape kernel configs: data, plus a heuristic per arch family for shapes not in
+the table.
 
 `config_lookup(arch, m, n, k) -> (config, source)` is the lookup used by the launchers, in
 this order: the table's entry for the exact shape ("table"), a tuned-shapes file's entry for
 the exact shape ("file"), a file's entry for (N, K) and the M bucket of M ("bucket": the
 smallest power of two >= M, at most M_BUCKET_CAP), else, on a chip without FP4 MMA from
-`vendor_gemm_from_m(arch)` on, DEQUANT_CONFIG (the "dequant" path), else `heuristic_config`
-(both "heuristic").
+`vendor_gemm_from_m(arch)` on, DEQUANT_CONFIG (the "dequant" path), else
+`heuristic_config(arch, ...)` (both "heuristic": the rules of the arch's family, HEURISTICS).
 So the task shapes keep the table's entries whatever a file holds. Arch keys are Triton
 target names: "gfx950" (MI355X), "sm_90" (H100/H200); the interpreter uses the gfx950 entries
 so that CPU tests run the production tiling. The table's entries are data in
@@ -184,10 +185,15 @@ def config_note(arch: str, shape: tuple) -> str:
     return CONFIG_TABLE.get(arch, {}).get(tuple(shape), {}).get("note", "")
 
 
-_TARGET_WORKGROUPS = 128
-# From this M on, the heuristic quantizes A once: the fused GEMM quantizes each row of A once
-# per N tile, cdiv(N, BLOCK_N) times over, which outgrows the MFMA work as M grows.
+# From this M on, the heuristics quantize A once: the fused GEMM quantizes each row of A once
+# per N tile, cdiv(N, BLOCK_N) times over, which outgrows the MMA work as M grows.
 QUANTIZE_ONCE_MIN_M = 1024
+# The last config of our own the ladder tries (launchers.ladder): small tiles, one stage, no
+# split; it fits every target's shared memory and spills on none (tests/test_fit.py).
+FITTING_CONFIG = GemmConfig(16, 32, 256, num_warps=4, num_stages=1)
+_GFX950_TARGET_WORKGROUPS = 128
+SM90_PROCESSORS = 132   # an H100 SXM's SMs (the H200's too)
+_SM90_K_TILES_PER_SPLIT = 4
 
 
 # From this M on, config_lookup serves the "dequant" path (vendor_gemm_from_m) where the chip
@@ -210,9 +216,10 @@ def vendor_gemm_from_m(arch: str) -> Optional[int]:
     return None
 
 
-def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
-    """A config for any shape: small M tiles, wide N tiles, split-K when the grid is small;
-    from QUANTIZE_ONCE_MIN_M on, A quantized once and large tiles."""
+def gfx950_heuristic(m: int, n: int, k: int) -> GemmConfig:
+    """gfx950 (and AMD): small M tiles, wide N tiles, split-K when the grid is small, BLOCK_K
+    256 for 64-row tiles (512 spills there under the fused quantizer); from
+    QUANTIZE_ONCE_MIN_M on, A quantized once and large tiles."""
     block_k = 512 if k % 512 == 0 else 256
     if m >= QUANTIZE_ONCE_MIN_M:
         # The tiles the gfx950 sweep of public model shapes chose most (docs/results.md).
@@ -227,13 +234,56 @@ def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
                           num_stages=2 if k > block_k else 1, quantize_a_once=True)
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
     block_n = 128 if n >= 2048 else 64
+    if block_m == 64:
+        block_k = 256
     tiles = formats.cdiv(m, block_m) * formats.cdiv(n, block_n)
     k_tiles = formats.cdiv(k, block_k)
     split_k = 1
-    if tiles < _TARGET_WORKGROUPS // 2 and k_tiles >= 4:
-        split_k = min(k_tiles, formats.cdiv(_TARGET_WORKGROUPS, tiles), 16)
+    if tiles < _GFX950_TARGET_WORKGROUPS // 2 and k_tiles >= 4:
+        split_k = min(k_tiles, formats.cdiv(_GFX950_TARGET_WORKGROUPS, tiles), 16)
     return GemmConfig(block_m, block_n, block_k, split_k=split_k,
                       num_stages=1 if k_tiles // split_k <= 1 else 2)
+
+
+def sm90_heuristic(m: int, n: int, k: int) -> GemmConfig:
+    """sm_90 (and NVIDIA): BLOCK_K 256 and tiles that compile without spilling under Triton
+    3.6.0 (255 registers a thread; tools.tune's sm_90 winners, or their nearest neighbour
+    that does not spill): 16x64 with 4 warps up to M = 16, 32x64 with 8 warps up to 32,
+    64x64 with 8 warps below QUANTIZE_ONCE_MIN_M, then A quantized once and 128x64 tiles.
+    Split-K, summed by the last program, gives each split about _SM90_K_TILES_PER_SPLIT K
+    tiles, as the tuned configs do, while the fp32 partials (8 bytes an element of C, written
+    and read) stay under the weight's bytes (half a byte an element): splits <= K / (16 M)."""
+    if m >= QUANTIZE_ONCE_MIN_M:
+        return GemmConfig(128, 64, 256, num_warps=8, num_stages=3, quantize_a_once=True)
+    if m <= 16:
+        block_m, block_n, warps, stages = 16, 64, 4, 1
+    elif m <= 32:
+        block_m, block_n, warps, stages = 32, 64, 8, 2
+    else:
+        block_m, block_n, warps, stages = 64, 64, 8, 2
+    k_tiles = formats.cdiv(k, 256)
+    split_k = max(1, min(formats.cdiv(k_tiles, _SM90_K_TILES_PER_SPLIT), 16, k // (16 * m)))
+    return GemmConfig(block_m, block_n, 256, split_k=split_k,
+                      split_k_reduce="last_program" if split_k > 1 else "kernel",
+                      num_warps=warps, num_stages=stages, cache_modifier=".cg")
+
+
+# Each arch family's heuristic: an arch without rules of its own takes its vendor's
+# ("sm_*": sm_90's, else gfx950's); the interpreter runs gfx950's.
+HEURISTICS = {"gfx950": gfx950_heuristic, "sm_90": sm90_heuristic}
+
+
+def heuristic_arch(arch: str) -> str:
+    """The key of HEURISTICS whose rules serve `arch`."""
+    arch = ENTRIES_OF_ARCH.get(arch, arch)
+    if arch in HEURISTICS:
+        return arch
+    return "sm_90" if arch.startswith("sm_") else "gfx950"
+
+
+def heuristic_config(arch: str, m: int, n: int, k: int) -> GemmConfig:
+    """A config for any shape on `arch`, by the rules of its family (HEURISTICS)."""
+    return HEURISTICS[heuristic_arch(arch)](m, n, k)
 
 
 def m_bucket(m: int) -> int:
@@ -265,7 +315,7 @@ def config_lookup(arch: str, m: int, n: int, k: int) -> tuple:
     vendor_from_m = vendor_gemm_from_m(arch)
     if vendor_from_m is not None and m >= vendor_from_m:
         return DEQUANT_CONFIG, "heuristic"
-    return heuristic_config(m, n, k), "heuristic"
+    return heuristic_config(arch, m, n, k), "heuristic"
 
 
 def config_for(arch: str, m: int, n: int, k: int) -> GemmConfig:

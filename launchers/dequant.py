@@ -31,12 +31,10 @@ import torch
 from kernels import formats
 from kernels.dequantize import dequantize_kernel, dequantize_launch
 from kernels.preshuffle_gemm import scales_view, weight_view
-from kernels.quantize import (checked_quantizer, quantize_kernel, quantize_launch,
-                              quantized_outputs)
+from kernels.quantize import checked_quantizer, quantized_outputs
 from launchers.bypass import KernelLaunch, aligned, backend_options
 from launchers.configs import GemmConfig
-from launchers.gemm import (QUANTIZE_TENSOR_ARGS, QUANTIZE_WARPS, WITHOUT_QUANT_FAST_PATH,
-                            LaunchSpec, threads_per_program)
+from launchers.gemm import QUANTIZE_TENSOR_ARGS, LaunchSpec, quantize_spec
 
 # B in bf16 is 2*N*K bytes; a chunk of B's rows holds at most this many (128 MiB: N = 8,192
 # rows at K = 8,192 in one chunk), so the transient buffer stays bounded for any N.
@@ -75,13 +73,8 @@ def dequant_launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: in
     chunk of chunk_n rows of B) and, where N is not a multiple of it, "dequantize_b_last"."""
     checked_quantizer(quantizer)
     chunk = _checked_chunk(n, k, chunk_n)
-    a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
     codes, scales = quantized_outputs(m, k, device)
-    grid, arguments = quantize_launch(a, codes, scales, quantizer,
-                                      backend not in WITHOUT_QUANT_FAST_PATH,
-                                      threads_per_program(QUANTIZE_WARPS, backend))
-    specs = [LaunchSpec("quantize", quantize_kernel, grid, _options(backend, QUANTIZE_WARPS),
-                        arguments)]
+    specs = [quantize_spec(backend, m, k, a_strides, device, quantizer, codes, scales)]
     a_values = torch.empty((m, k), dtype=torch.bfloat16, device=device)
     grid, arguments = dequantize_launch(codes, scales, a_values, False, config.block_m,
                                         config.block_k)

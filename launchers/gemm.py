@@ -42,7 +42,7 @@ WARP_SIZE = {"hip": 64}   # 32 elsewhere
 WITHOUT_QUANT_FAST_PATH = ("cuda",)
 REDUCE_TENSOR_ARGS = 2  # reduce_arguments puts (partials, c) first
 QUANTIZE_TENSOR_ARGS = 3  # quantize_launch puts (x, codes, scales) first
-QUANTIZE_WARPS = 4
+QUANTIZE_THREADS = 256   # per program: 4 waves on AMD, 8 warps on NVIDIA
 
 
 class LaunchSpec(NamedTuple):
@@ -101,20 +101,28 @@ def counter_rows(config: GemmConfig, m: int, n: int, k: int, device, rows: int =
     return [row[:tiles] for row in counters]
 
 
+def quantize_spec(backend: str, m: int, k: int, a_strides: tuple, device, quantizer: str,
+                  codes, scales) -> LaunchSpec:
+    """The launch of kernels.quantize's kernel that writes A's MXFP4 codes and scales (uint8
+    [M, K/2] and [M, K/32], given) from a bf16 A [M, K] of the given strides."""
+    a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
+    grid, arguments = quantize_launch(a, codes, scales, quantizer,
+                                      backend not in WITHOUT_QUANT_FAST_PATH, QUANTIZE_THREADS)
+    warps = QUANTIZE_THREADS // threads_per_program(1, backend)
+    return LaunchSpec("quantize", quantize_kernel, grid,
+                      backend_options(backend, num_warps=warps, num_stages=1, waves_per_eu=0,
+                                      matrix_instr_nonkdim=0),
+                      arguments)
+
+
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
                  device, quantizer: str = "software", a_prequantized: bool = False) -> list:
     checked_quantizer(quantizer)
     quant_fast_path = backend not in WITHOUT_QUANT_FAST_PATH
     specs = []
     if config.quantize_a_once and not a_prequantized:
-        a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
-        grid, arguments = quantize_launch(a, *quantized_outputs(m, k, device), quantizer,
-                                          quant_fast_path,
-                                          threads_per_program(QUANTIZE_WARPS, backend))
-        specs.append(LaunchSpec("quantize", quantize_kernel, grid,
-                                backend_options(backend, num_warps=QUANTIZE_WARPS, num_stages=1,
-                                                waves_per_eu=0, matrix_instr_nonkdim=0),
-                                arguments))
+        specs.append(quantize_spec(backend, m, k, a_strides, device, quantizer,
+                                   *quantized_outputs(m, k, device)))
         a_prequantized = True
     splits, split_size = config.splits_for(k)
     reduce_in_gemm = splits > 1 and config.split_k_reduce == "last_program"
@@ -193,6 +201,18 @@ class GemmLauncher:
     def is_direct(self) -> bool:
         return all(launch is None or launch.is_direct
                    for launch in (self.quantize, self.gemm, self.reduce))
+
+    def launch_resources(self) -> dict:
+        """{launch name: {"n_regs", "n_spills"}} a thread, of each launch's loaded kernel
+        (known for direct launches only, else None: launchers.bypass.KernelLaunch)."""
+        launches = {"quantize": self.quantize, "gemm": self.gemm, "reduce": self.reduce}
+        return {name: dict(n_regs=launch.registers, n_spills=launch.spilled_registers)
+                for name, launch in launches.items() if launch is not None}
+
+    def spilling_launches(self) -> dict:
+        """{launch name: registers spilled a thread} of the launches whose kernel spills."""
+        return {name: found["n_spills"] for name, found in self.launch_resources().items()
+                if found["n_spills"]}
 
     def gemm_arguments(self, a, b_shuffle, b_scale_sh, a_scales=None) -> tuple:
         """(the GEMM kernel's arguments in signature order, its partials, the new output C);

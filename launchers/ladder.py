@@ -10,15 +10,22 @@
     standard launch            the same, through Triton's standard launch only (no bypass)
     heuristic config           configs.heuristic_config, standard launch (skipped if it is
                                the looked-up one)
+    small tiles                configs.FITTING_CONFIG (small tiles, one stage, no split:
+                               it fits every target), standard launch (skipped if it is one
+                               of the above)
     aiter                      aiter's dynamic_mxfp4_quant + gemm_a4w4 (where aiter imports)
 
-A rung fails when building it raises (a compiler error, say) or its proof (launchers.proof)
-fails (a launcher whose GEMM reduces split-K in the kernel runs SPLIT_K_REPEATS more times on
-the first proof case, one with a `proof_repeats` attribute that many, each output byte for
-byte the first); each step down prints one
-stderr line naming the shape as MxNxK, the rung and the reason, and the rung that then serves
-the shape says so too. When every rung fails, a RuntimeError names the shape and why each rung
-failed. A shape whose first rung passes prints nothing.
+A rung fails when building it raises (a compiler error, say), its compiled kernels do not fit
+the device (launchers.fit: the shared memory a program asks for over what the device grants,
+checked before any launch, or Triton's OutOfResources), a launch of it spills registers (known
+where the launch is direct; every rung of ours but the last refuses spills), or its proof
+(launchers.proof) fails (a launcher whose GEMM reduces split-K in the kernel runs
+SPLIT_K_REPEATS more times on the first proof case, one with a `proof_repeats` attribute that
+many, each output byte for byte the first).
+A rung that does not fit or spills takes the following rungs of the same config with it. Each
+step down prints one stderr line naming the shape as MxNxK, the rung and the reason, and the
+rung that then serves the shape says so too. When every rung fails, a RuntimeError names the
+shape and why each rung failed. A shape whose first rung passes prints nothing.
 
 Fault injection, to see the ladder work: MXFP4_MM_FAULT="KIND:M,N,K[;KIND:M,N,K...]" makes
 the first rung of shape MxNxK fail: KIND "compile" raises while building it, as a compiler
@@ -30,9 +37,11 @@ import sys
 from typing import Callable, NamedTuple
 
 import torch
+from triton.runtime.autotuner import OutOfResources
 
 from launchers import aiter_path
-from launchers.configs import config_lookup, heuristic_config, note_untuned
+from launchers.configs import FITTING_CONFIG, config_lookup, heuristic_config, note_untuned
+from launchers.fit import DoesNotFit, spill_refusal
 from launchers.paths import build_launcher
 from launchers.proof import SPLIT_K_REPEATS, proof_cases, prove
 
@@ -50,6 +59,8 @@ _REASON_CHARS = 300
 class Rung(NamedTuple):
     name: str
     build: Callable[[], object]   # () -> launcher: called with (A, B_shuffle, B_scale_sh, direct)
+    config: object = None         # the GemmConfig it builds (None: not one of ours)
+    refuses_spills: bool = True
 
 
 class InjectedFault(RuntimeError):
@@ -91,7 +102,7 @@ def _with_fault(rung: Rung, kind: str) -> Rung:
     else:
         def build():
             return _CorruptedOutputs(rung.build())
-    return Rung(rung.name, build)
+    return rung._replace(build=build)
 
 
 def rungs_for(arch, backend, m, n, k, a_strides, device) -> list:
@@ -99,16 +110,20 @@ def rungs_for(arch, backend, m, n, k, a_strides, device) -> list:
     if source == "heuristic":
         note_untuned(arch, m, n, k, config)
 
-    def gemm(config, quantizer="software", allow_direct=True):
-        return lambda: build_launcher(config, backend, m, n, k, a_strides, device, quantizer,
-                                      allow_direct=allow_direct)
+    def rung(name, config, quantizer="software", allow_direct=True, refuses_spills=True):
+        return Rung(name, lambda: build_launcher(config, backend, m, n, k, a_strides, device,
+                                                 quantizer, allow_direct=allow_direct),
+                    config, refuses_spills)
 
-    rungs = [Rung(name, gemm(config, quantizer)) for quantizer, name in QUANTIZER_RUNGS.items()
+    rungs = [rung(name, config, quantizer) for quantizer, name in QUANTIZER_RUNGS.items()
              if quantizer == "software" or arch in HARDWARE_QUANTIZER_ARCHS]
-    rungs.append(Rung("standard launch", gemm(config, allow_direct=False)))
-    heuristic = heuristic_config(m, n, k)
+    rungs.append(rung("standard launch", config, allow_direct=False))
+    heuristic = heuristic_config(arch, m, n, k)
     if heuristic != config:
-        rungs.append(Rung("heuristic config", gemm(heuristic, allow_direct=False)))
+        rungs.append(rung("heuristic config", heuristic, allow_direct=False))
+    if FITTING_CONFIG not in (config, heuristic):
+        rungs.append(rung("small tiles", FITTING_CONFIG, allow_direct=False,
+                          refuses_spills=False))
     if aiter_path.available():
         rungs.append(Rung("aiter", lambda: aiter_path.AiterLauncher(m, n)))
     return rungs
@@ -122,6 +137,10 @@ def _one_line(error: BaseException) -> str:
 def prove_rung(rung: Rung, m, n, k, a_strides, device):
     """The rung's launcher once proven; raises whatever building or proving it raised."""
     launcher = rung.build()
+    spilling = getattr(launcher, "spilling_launches", dict)()
+    if rung.refuses_spills and spilling:
+        name, spilled = next(iter(spilling.items()))
+        raise spill_refusal(f"the {name} kernel", spilled)
     repeats = (SPLIT_K_REPEATS if getattr(launcher, "reduces_in_kernel", False)
                else getattr(launcher, "proof_repeats", 0))
     prove(launcher, proof_cases(m, n, k, a_strides, device), getattr(launcher, "is_direct", False),
@@ -138,12 +157,18 @@ def proven_launcher(arch, backend, m, n, k, a_strides, device, rungs=None):
     if fault:
         rungs = [_with_fault(rungs[0], fault)] + rungs[1:]
     failures = []
-    for index, rung in enumerate(rungs):
+    index = 0
+    while index < len(rungs):
+        rung = rungs[index]
+        index += 1
         try:
             launcher = prove_rung(rung, m, n, k, a_strides, device)
         except Exception as error:   # a compiler error, a launch error or a ProofFailure
             failures.append(f"{rung.name}: {_one_line(error)}")
-            following = rungs[index + 1].name if index + 1 < len(rungs) else "no rung left"
+            if isinstance(error, (DoesNotFit, OutOfResources)) and rung.config is not None:
+                while index < len(rungs) and rungs[index].config == rung.config:
+                    index += 1     # the same kernels would not fit either
+            following = rungs[index].name if index < len(rungs) else "no rung left"
             print(f"mxfp4-mm: {shape}: {rung.name} failed ({_one_line(error)}); "
                   f"stepping down to {following}", file=sys.stderr, flush=True)
             continue

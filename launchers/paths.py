@@ -1,11 +1,23 @@
-"""The launcher that serves a config, by its path (launchers.configs.GEMM_PATHS)."""
+"""The launcher that serves a config, by its path (launchers.configs.GEMM_PATHS), and the
+kernels it compiles."""
 
 from launchers.aiter_path import build_aiter_launcher
 from launchers.configs import GemmConfig
-from launchers.dequant import DequantLauncher
-from launchers.gemm import GemmLauncher
+from launchers.dequant import DequantLauncher, dequant_launch_specs
+from launchers.gemm import GemmLauncher, launch_specs
 
 LAUNCHERS = {"preshuffle": GemmLauncher, "dequant": DequantLauncher, "aiter": build_aiter_launcher}
+
+
+def no_triton_launches(*problem) -> list:
+    """aiter's path compiles no Triton kernel of ours."""
+    return []
+
+
+# Each path's Triton launches as launchers.gemm.LaunchSpec lists, for the tools that compile
+# them on a CPU for another target (tools.fit: shared memory, registers, spills).
+LAUNCH_SPECS = {"preshuffle": launch_specs, "dequant": dequant_launch_specs,
+                "aiter": no_triton_launches}
 
 
 def build_launcher(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
@@ -13,3 +25,9 @@ def build_launcher(config: GemmConfig, backend: str, m: int, n: int, k: int, a_s
     """The launcher of config.path for one problem; call it with (A, B_shuffle, B_scale_sh)."""
     return LAUNCHERS[config.path](config, backend, m, n, k, a_strides, device, quantizer,
                                   allow_direct=allow_direct)
+
+
+def path_launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int,
+                      a_strides: tuple, device, quantizer: str = "software") -> list:
+    """The Triton launches one call of config.path's launcher makes (LAUNCH_SPECS)."""
+    return LAUNCH_SPECS[config.path](config, backend, m, n, k, a_strides, device, quantizer)

@@ -88,7 +88,7 @@ def candidate_configs(arch: str, shape: tuple) -> list:
     alternatives = ([config_from_fields(fields) for fields in path_candidates(arch, shape[0])]
                     + [GemmConfig(**fields) for fields in listed])
     if configs[0].path != "preshuffle":
-        alternatives.append(heuristic_config(*shape))
+        alternatives.append(heuristic_config(arch, *shape))
     for config in alternatives:
         if config not in configs:
             configs.append(config)

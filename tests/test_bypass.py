@@ -8,13 +8,26 @@ Decisions of launchers.bypass:
   compiled kernel's launch for that grid;
 - a compiled kernel without that launch gives a standard launch and one notice naming the
   kernel and the first line of the reason; a compiler error is not caught;
+- a compiled kernel asking for more shared memory than the device grants raises DoesNotFit in
+  one line naming both, before its launch is taken; Triton's OutOfResources passes through;
+  the direct launch records the compiled kernel's register spills;
 - a call goes to the direct launch when there is one, else to kernel[grid](*args, **options).
 """
 
+import types
+
 import pytest
 import torch
+from triton.runtime.autotuner import OutOfResources
 
-from launchers import bypass
+from launchers import bypass, fit
+
+DEVICE_SHARED_MEMORY = 232448
+
+
+@pytest.fixture(autouse=True)
+def device_limit(monkeypatch):
+    monkeypatch.setattr(fit, "shared_memory_limit", lambda: DEVICE_SHARED_MEMORY)
 
 
 class Recorded:
@@ -26,8 +39,10 @@ class Recorded:
 
 
 class FakeCompiled:
-    def __init__(self, log, fail=None):
+    def __init__(self, log, fail=None, shared=0, n_spills=0):
         self.log, self.fail = log, fail
+        self.metadata = types.SimpleNamespace(shared=shared)
+        self.n_spills = n_spills
 
     def __getitem__(self, grid):
         if self.fail:
@@ -39,13 +54,13 @@ class FakeCompiled:
 class FakeKernel:
     """Records warmup (the compile) and the standard launch kernel[grid](...)."""
 
-    def __init__(self, fail=None, name="fake_kernel"):
-        self.log, self.fail = [], fail
+    def __init__(self, fail=None, name="fake_kernel", **compiled):
+        self.log, self.fail, self.compiled = [], fail, compiled
         self.fn = type(name, (), {})
 
     def warmup(self, *args, grid, **options):
         self.log.append(("warmup", args, grid, options))
-        return FakeCompiled(self.log, self.fail)
+        return FakeCompiled(self.log, self.fail, **self.compiled)
 
     def __getitem__(self, grid):
         self.log.append(("standard for", grid))
@@ -121,3 +136,30 @@ def test_an_interpreted_kernel_is_never_compiled(monkeypatch):
 def test_the_notice_names_a_kernel_without_fn():
     assert bypass._kernel_name(FakeKernel(name="k2")) == "k2"
     assert bypass._kernel_name(len) == "len"
+
+
+def test_a_kernel_over_the_devices_shared_memory_fails_in_one_line_before_its_launch():
+    kernel = FakeKernel(name="big_kernel", shared=DEVICE_SHARED_MEMORY + 1)
+    with pytest.raises(fit.DoesNotFit) as raised:
+        bypass.KernelLaunch(kernel, GRID, OPTIONS, SAMPLE)
+    assert str(raised.value) == ("big_kernel needs 232,449 bytes of shared memory (LDS on AMD) "
+                                 "a program, over the 232,448 the device grants")
+    assert kernel.log == [("warmup", SAMPLE, GRID, OPTIONS)]
+    at_the_limit = bypass.KernelLaunch(FakeKernel(shared=DEVICE_SHARED_MEMORY), GRID, OPTIONS,
+                                       SAMPLE)
+    assert at_the_limit.is_direct
+
+
+def test_out_of_resources_from_the_launch_is_not_taken_for_a_missing_launch(capsys):
+    kernel = FakeKernel(fail=OutOfResources(300000, 232448, "shared memory"))
+    with pytest.raises(OutOfResources):
+        bypass.KernelLaunch(kernel, GRID, OPTIONS, SAMPLE)
+    assert capsys.readouterr().err == ""
+
+
+def test_the_direct_launch_records_the_spills():
+    assert bypass.KernelLaunch(FakeKernel(n_spills=7), GRID, OPTIONS, SAMPLE).spilled_registers == 7
+    assert bypass.KernelLaunch(FakeKernel(), GRID, OPTIONS, SAMPLE).spilled_registers == 0
+    standard = bypass.KernelLaunch(FakeKernel(n_spills=7), GRID, OPTIONS, SAMPLE,
+                                   allow_direct=False)
+    assert standard.spilled_registers is None

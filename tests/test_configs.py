@@ -8,8 +8,10 @@ Decisions of launchers.configs:
   slices of at least one MFMA's K; every problem is named in one error;
 - the label: tiles, splits with who reduces them (only when split), warps, stages, and each
   option only when set;
-- heuristic_config: block_m the power of two of M clamped to 16..64, block_n 128 from N = 2048
-  on, block_k 512 when K is a multiple of 512, split-K only under half the target workgroups
+- heuristic_config: each arch family's rules (an unknown sm_* arch takes sm_90's, any other
+  gfx950's, the interpreter gfx950's);
+- gfx950's: block_m the power of two of M clamped to 16..64, block_n 128 from N = 2048
+  on, block_k 512 when K is a multiple of 512 and block_m is under 64, split-K only under half the target workgroups
   and from 4 K tiles on, as many splits as fill the target (at most the K tiles and 16), two
   stages only when a split holds more than one K tile;
 - config_for: the arch's table entry for its exact shape, else the heuristic; config_note: the
@@ -77,17 +79,18 @@ def test_the_label_names_what_is_set(fields, label):
 @pytest.mark.parametrize("m, block_m", [(1, 16), (16, 16), (17, 32), (32, 32), (33, 64),
                                         (64, 64), (65, 64), (1000, 64)])
 def test_heuristic_block_m(m, block_m):
-    assert heuristic_config(m, 4096, 512).block_m == block_m
+    assert heuristic_config("gfx950", m, 4096, 512).block_m == block_m
 
 
 @pytest.mark.parametrize("n, block_n", [(64, 64), (2047, 64), (2048, 128), (8192, 128)])
 def test_heuristic_block_n(n, block_n):
-    assert heuristic_config(256, n, 512).block_n == block_n
+    assert heuristic_config("gfx950", 256, n, 512).block_n == block_n
 
 
-@pytest.mark.parametrize("k, block_k", [(512, 512), (1024, 512), (768, 256), (320, 256)])
-def test_heuristic_block_k(k, block_k):
-    assert heuristic_config(256, 4096, k).block_k == block_k
+@pytest.mark.parametrize("m, k, block_k", [(32, 512, 512), (32, 1024, 512), (32, 768, 256),
+                                           (32, 320, 256), (33, 512, 256), (256, 1024, 256)])
+def test_heuristic_block_k(m, k, block_k):
+    assert heuristic_config("gfx950", m, 4096, k).block_k == block_k
 
 
 @pytest.mark.parametrize("m, n, k, split_k, stages", [
@@ -101,7 +104,7 @@ def test_heuristic_block_k(k, block_k):
     (16, 64, 512, 1, 1),               # one K tile: one stage
 ])
 def test_heuristic_split_k_and_stages(m, n, k, split_k, stages):
-    config = heuristic_config(m, n, k)
+    config = heuristic_config("gfx950", m, n, k)
     assert (config.split_k, config.num_stages) == (split_k, stages)
 
 
@@ -109,8 +112,8 @@ def test_config_for_looks_up_the_exact_shape_of_its_arch(monkeypatch):
     entry = make(block_n=32)
     monkeypatch.setitem(configs.GEMM_CONFIGS, "test-arch", {(8, 64, 512): entry})
     assert configs.config_for("test-arch", 8, 64, 512) is entry
-    assert configs.config_for("test-arch", 8, 64, 1024) == heuristic_config(8, 64, 1024)
-    assert configs.config_for("other-arch", 8, 64, 512) == heuristic_config(8, 64, 512)
+    assert configs.config_for("test-arch", 8, 64, 1024) == heuristic_config("test-arch", 8, 64, 1024)
+    assert configs.config_for("other-arch", 8, 64, 512) == heuristic_config("other-arch", 8, 64, 512)
 
 
 def test_config_note(monkeypatch):
@@ -126,6 +129,6 @@ def test_table_entries_keep_every_field_but_the_note():
     assert table == {(1, 2, 3): GemmConfig(32, 32, 256, split_k=2, num_warps=2)}
 
 
-def test_every_path_has_its_launcher():
-    from launchers.paths import LAUNCHERS
-    assert tuple(LAUNCHERS) == configs.GEMM_PATHS
+def test_every_path_has_its_launcher_and_its_launches():
+    from launchers.paths import LAUNCH_SPECS, LAUNCHERS
+    assert tuple(LAUNCHERS) == tuple(LAUNCH_SPECS) == configs.GEMM_PATHS

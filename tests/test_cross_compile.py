@@ -1,5 +1,6 @@
 """Every gfx950 config cross-compiles to a gfx950 code object with the runner's Triton (3.6.0,
-tools.isa, offline); the sm_90 entries compile to PTX for the instruction report.
+tools.isa, offline); the sm_90 entries compile to PTX for the instruction report, to cubins
+without a stack (no spills) and within an H100's shared memory.
 
 Every quantizer: the software one, and the two hardware forms, whose code must hold
 v_cvt_scalef32_pk_fp4_bf16 ("hardware") or _f32 ("hardware-f32") and no hazard at the edges of
@@ -494,6 +495,8 @@ def test_sm90_report_counts_the_quantizer_and_the_mma(tmp_path):
         assert row["mma"] > 0 and row["ptx_fused"] > row["ptx_a_prequantized"] > 0, row["shape"]
         assert 0 < row["quantizer_share"] < 1
         assert row["est_warp_instructions"] >= row["ptx_fused"] * row["programs"]
+        assert 0 < row["registers"] <= 255 and row["stack_bytes"] == 0, row["shape"]
+        assert 0 < row["shared_bytes"] <= 232448
 
 
 def test_usage_errors_exit_2_and_cross_compile_explains_itself():
@@ -508,6 +511,10 @@ def test_usage_errors_exit_2_and_cross_compile_explains_itself():
     assert shown.returncode == 0 and "A library for tools.isa" in shown.stdout
     done = _isa("--sweep", "4,2880,512", "--arch", "sm_90", timeout=120)
     assert done.returncode == 2 and "--arch gfx950" in done.stderr
+    done = _isa("--shapes", "4,2880,512", "--sweep", "4,2880,512", timeout=120)
+    assert done.returncode == 2 and "--shapes goes alone" in done.stderr
+    done = _isa("--shapes", "4,2888,512", timeout=120)
+    assert done.returncode == 2 and "4,2888,512" in done.stderr
 
 
 def test_the_quantize_once_launches_compile_clean_for_gfx950_and_the_sweep_writes_a_file(tmp_path):

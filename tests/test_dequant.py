@@ -223,7 +223,7 @@ def test_aiter_is_refused_in_one_line_where_it_does_not_import(monkeypatch):
 def test_the_import_time_tuner_offers_dequant_from_the_threshold_and_the_fused_gemm_beside_it():
     m, n, k = VENDOR_GEMM_FROM_M, 2048, 512
     found = tuner.candidate_configs("sm_90", (m, n, k))
-    assert found[0] == DEQUANT_CONFIG and heuristic_config(m, n, k) in found
+    assert found[0] == DEQUANT_CONFIG and heuristic_config("sm_90", m, n, k) in found
     assert all(c.path == "preshuffle" for c in tuner.candidate_configs("sm_90", (m - 1, n, k)))
     assert all(c.path == "preshuffle" for c in tuner.candidate_configs("sm_100", (m, n, k)))
 
@@ -271,7 +271,7 @@ def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_can
     assert served.config == DEQUANT_CONFIG
     built.clear()
     replacements = tuner.tune([shape], lambda s: served, "cpu", "sm_89", "cuda")
-    assert built == [heuristic_config(*shape)] and list(replacements) == [shape]
+    assert built == [heuristic_config("sm_89", *shape)] and list(replacements) == [shape]
     assert "dequant 32x32x256 w8" in capsys.readouterr().err
     below = (VENDOR_GEMM_FROM_M - 1, 32, 64)
     served_below = Right(config_lookup("sm_89", *below)[0])
@@ -355,6 +355,7 @@ def test_a_vendor_gemm_row_proves_checks_and_times_both_paths_and_bf16(device):
         timed.append(fn())
         return float(len(timed))
     row = bench.vendor_gemm_row({"m": 5, "n": 64, "k": 192, "seed": 1}, time_us, device=device)
-    assert row["errors"] == {} and row["fused_config"] == heuristic_config(5, 64, 192).label
+    arch = row["arch"]
+    assert row["errors"] == {} and row["fused_config"] == heuristic_config(arch, 5, 64, 192).label
     assert (row["fused_us"], row["dequant_us"], row["bf16_us"]) == (1.0, 2.0, 3.0)
     assert [tuple(out.shape) for out in timed] == [(5, 64)] * 3

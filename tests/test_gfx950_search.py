@@ -3,7 +3,8 @@
 - stage 1 gives two pipeline stages to a config whose split holds two K tiles or more, one
   to a config with one K tile per split (nothing to overlap);
 - eligible() refuses a call when any of its rows (the GEMM's, the reduce's) failed to
-  compile, has no critical path, uses scratch, spills, has a hazard, has an in-kernel reduce
+  compile, has no critical path, uses scratch, spills, needs more LDS than a CU's 160 KiB
+  (163,840 bytes: that much is eligible), has a hazard, has an in-kernel reduce
   that is not release-ordered, or spends more fast-path instructions per element of the
   MFMA's tile than its quantizer's bar;
 - ranked() orders by the worst member of the model family, ties by the next worst.
@@ -50,7 +51,7 @@ def test_stage_one_counts_k_tiles_per_split_not_per_shape(search):
 
 
 def _row(**changes):
-    row = dict(quantizer="hardware", critical_path={"issue": 500}, scratch_bytes=0,
+    row = dict(quantizer="hardware", critical_path={"issue": 500}, scratch_bytes=0, lds_bytes=0,
                vgpr_spills=0, sgpr_spills=0, hazards=[], release_ordered=True,
                fast_path_instructions_per_tile_element=HARDWARE_BAR)
     row.update(changes)
@@ -67,18 +68,20 @@ HAZARD = dict(hazard="VALUWriteVgprReadlane", line=120, instruction="v_cvt_scale
 
 def test_a_clean_call_at_the_fast_path_bar_is_eligible(search):
     assert search.eligible([_row()])
+    assert search.eligible([_row(lds_bytes=160 * 1024)])
     assert search.eligible([_row(quantizer="software", fast_path_instructions_per_tile_element=40.0)])
 
 
 @pytest.mark.parametrize("change", [
     dict(hazards=[HAZARD]),
     dict(scratch_bytes=16),
+    dict(lds_bytes=160 * 1024 + 1),
     dict(vgpr_spills=1),
     dict(sgpr_spills=1),
     dict(release_ordered=False),
     dict(error="compile failed"),
     dict(fast_path_instructions_per_tile_element=HARDWARE_BAR + 0.1),
-], ids=["hazard", "scratch", "vgpr-spill", "sgpr-spill", "not-release-ordered", "error",
+], ids=["hazard", "scratch", "lds-over-a-cu", "vgpr-spill", "sgpr-spill", "not-release-ordered", "error",
         "fast-path-past-the-bar"])
 @pytest.mark.parametrize("which", [0, 1], ids=["gemm-row", "reduce-row"])
 def test_a_call_with_any_row_at_fault_is_refused(search, change, which):

@@ -14,8 +14,9 @@ import launchers
 import reference
 from kernels import formats
 from kernels.quantize import fast_path_blocks
-from launchers import ladder, proof
-from launchers.configs import config_for, heuristic_config
+from launchers import configs, ladder, proof
+from launchers.configs import FITTING_CONFIG, GemmConfig, config_for, heuristic_config
+from launchers.fit import DoesNotFit
 from submission import custom_kernel
 
 SHAPE = (4, 96, 512)           # in no table: its heuristic config is the table's
@@ -208,14 +209,20 @@ def rung_names(arch, shape):
 def test_the_ladder_order():
     assert rung_names("gfx950", TABLE_SHAPE) == [
         "hardware quantizer (bf16)", "hardware quantizer (f32)", "software quantizer",
-        "standard launch", "heuristic config"]
+        "standard launch", "heuristic config", "small tiles"]
     assert rung_names("sm_90", TABLE_SHAPE) == [
-        "software quantizer", "standard launch", "heuristic config"]
+        "software quantizer", "standard launch", "heuristic config", "small tiles"]
     # Where the table has no entry the heuristic config is the config: no rung of its own.
-    assert config_for("gfx950", *SHAPE) == heuristic_config(*SHAPE)
+    assert config_for("gfx950", *SHAPE) == heuristic_config("gfx950", *SHAPE)
     assert rung_names("gfx950", SHAPE) == [
         "hardware quantizer (bf16)", "hardware quantizer (f32)", "software quantizer",
-        "standard launch"]
+        "standard launch", "small tiles"]
+
+
+def test_the_small_tiles_rung_is_left_out_where_it_is_the_config(monkeypatch):
+    monkeypatch.setitem(configs.GEMM_CONFIGS, "gfx950",
+                        {TABLE_SHAPE: configs.FITTING_CONFIG})
+    assert rung_names("gfx950", TABLE_SHAPE)[-2:] == ["standard launch", "heuristic config"]
 
 
 def failing_rung(name, error):
@@ -236,6 +243,56 @@ def test_every_rung_failing_raises_an_error_naming_the_shape_and_each_reason(cap
     assert lines == [line for line in lines if line.startswith("mxfp4-mm: 4x64x512: ")]
     assert len(lines) == 2 and "stepping down to second" in lines[0]
     assert "stepping down to no rung left" in lines[1]
+
+
+BIG, SMALL = GemmConfig(128, 256, 512), GemmConfig(16, 32, 256)
+
+
+class SpillingLauncher(FakeLauncher):
+    def spilling_launches(self):
+        return {"gemm": 42}
+
+
+def test_a_rung_that_does_not_fit_steps_down_past_its_config_in_one_line(capsys):
+    """Its config's other rungs would build the same kernels: the next config is tried."""
+    built = []
+
+    def does_not_fit():
+        built.append("big")
+        raise DoesNotFit("preshuffle_gemm_kernel needs 366,592 bytes of shared memory (LDS on "
+                         "AMD) a program, over the 232,448 the device grants")
+    rungs = [ladder.Rung("first", does_not_fit, BIG),
+             ladder.Rung("same config", lambda: built.append("again"), BIG),
+             ladder.Rung("small", FakeLauncher, SMALL)]
+    launcher = ladder.proven_launcher("interpreter", "interpreter", 4, 64, 512, (512, 1),
+                                      "cpu", rungs)
+    assert launcher.rung == "small" and built == ["big"]
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "mxfp4-mm: 4x64x512: first failed (DoesNotFit: preshuffle_gemm_kernel needs 366,592 "
+        "bytes of shared memory (LDS on AMD) a program, over the 232,448 the device grants); "
+        "stepping down to small",
+        "mxfp4-mm: 4x64x512: served by small"]
+
+
+def test_other_failures_try_the_same_config_again(capsys):
+    rungs = [ladder.Rung("first", lambda: FakeLauncher(wrong_case=0), BIG),
+             ladder.Rung("same config", FakeLauncher, BIG)]
+    launcher = ladder.proven_launcher("interpreter", "interpreter", 4, 64, 512, (512, 1),
+                                      "cpu", rungs)
+    assert launcher.rung == "same config"
+
+
+def test_a_spilling_rung_steps_down_unless_it_is_the_last_of_ours(capsys):
+    rungs = [ladder.Rung("spills", SpillingLauncher, BIG),
+             ladder.Rung("same config", FakeLauncher, BIG),
+             ladder.Rung("last", SpillingLauncher, SMALL, refuses_spills=False)]
+    launcher = ladder.proven_launcher("interpreter", "interpreter", 4, 64, 512, (512, 1),
+                                      "cpu", rungs)
+    assert launcher.rung == "last"
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == ("mxfp4-mm: 4x64x512: spills failed (DoesNotFit: the gemm kernel spills "
+                        "42 registers a thread); stepping down to last")
 
 
 def test_a_passing_first_rung_prints_nothing(capsys):
@@ -355,21 +412,23 @@ def built_rungs(monkeypatch, arch, shape, aiter=False):
 
 
 def test_which_options_each_rung_builds(monkeypatch):
-    table, heuristic = config_for("gfx950", *TABLE_SHAPE), heuristic_config(*TABLE_SHAPE)
+    table, heuristic = config_for("gfx950", *TABLE_SHAPE), heuristic_config("gfx950", *TABLE_SHAPE)
     built = built_rungs(monkeypatch, "gfx950", TABLE_SHAPE)
     assert {name: launcher.args for name, launcher in built.items()} == {
         "hardware quantizer (bf16)": (table, "hardware", True),
         "hardware quantizer (f32)": (table, "hardware-f32", True),
         "software quantizer": (table, "software", True),
         "standard launch": (table, "software", False),
-        "heuristic config": (heuristic, "software", False)}
+        "heuristic config": (heuristic, "software", False),
+        "small tiles": (FITTING_CONFIG, "software", False)}
     m, n, k = TABLE_SHAPE
     assert {launcher.where for launcher in built.values()} == {("hip", m, n, k, (1, m), "meta")}
 
 
 def test_no_hardware_rung_off_gfx950_and_aiter_only_where_it_imports(monkeypatch):
     built = built_rungs(monkeypatch, "sm_90", TABLE_SHAPE, aiter=True)
-    assert list(built) == ["software quantizer", "standard launch", "heuristic config", "aiter"]
+    assert list(built) == ["software quantizer", "standard launch", "heuristic config",
+                           "small tiles", "aiter"]
     assert isinstance(built["aiter"], ladder.aiter_path.AiterLauncher)
     assert (built["aiter"].m, built["aiter"].n) == TABLE_SHAPE[:2]
 

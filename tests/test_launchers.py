@@ -108,20 +108,20 @@ HEURISTIC_K = (64, 320, 512, 1344, 2048, 7168, 8192)
 
 @pytest.mark.parametrize("m", HEURISTIC_M)
 def test_heuristic_config_is_valid_for_a_grid_of_shapes(m):
-    for n, k in itertools.product(HEURISTIC_N, HEURISTIC_K):
-        assert_valid(heuristic_config(m, n, k), k)
+    for arch, n, k in itertools.product(("gfx950", "sm_90"), HEURISTIC_N, HEURISTIC_K):
+        assert_valid(heuristic_config(arch, m, n, k), k)
 
 
 @pytest.mark.parametrize("shape", [(1, 512, 8192), (1, 64, 8192), (8, 2112, 7168), (4, 256, 4096)])
 def test_heuristic_splits_k_when_the_grid_is_small_and_k_is_big(shape):
     m, n, k = shape
-    config = heuristic_config(m, n, k)
+    config = heuristic_config("gfx950", m, n, k)
     assert config.split_k > 1 and config.splits_for(k)[0] > 1
 
 
 @pytest.mark.parametrize("shape", [(4096, 8192, 8192), (256, 8192, 512), (1, 512, 512)])
 def test_heuristic_does_not_split_a_big_grid_or_a_short_k(shape):
-    assert heuristic_config(*shape).splits_for(shape[2])[0] == 1
+    assert heuristic_config("gfx950", *shape).splits_for(shape[2])[0] == 1
 
 
 @pytest.mark.parametrize("arch", ARCHES + ("interpreter",))
@@ -134,7 +134,7 @@ def test_config_for_returns_the_table_entry_for_a_task_shape(arch, shape):
 @pytest.mark.parametrize("shape", [(5, 2880, 512), (8, 2112, 7680), (1, 512, 8192)])
 def test_config_for_uses_the_heuristic_for_other_shapes(arch, shape):
     config = config_for(arch, *shape)
-    assert config == heuristic_config(*shape)
+    assert config == heuristic_config(arch, *shape)
 
 
 # ---------------------------------------------------------------------------------------

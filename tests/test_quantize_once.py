@@ -66,10 +66,10 @@ def test_the_quantize_kernel_masks_the_rows_past_m_and_is_bit_exact(device, rows
 
 
 def test_the_heuristic_quantizes_a_once_from_its_threshold_with_tiles_up_to_256():
-    below, at = heuristic_config(QUANTIZE_ONCE_MIN_M - 1, 4096, 4096), \
-        heuristic_config(QUANTIZE_ONCE_MIN_M, 4096, 4096)
+    below, at = heuristic_config("gfx950", QUANTIZE_ONCE_MIN_M - 1, 4096, 4096), \
+        heuristic_config("gfx950", QUANTIZE_ONCE_MIN_M, 4096, 4096)
     assert not below.quantize_a_once and at.quantize_a_once and at.block_m == 128
-    assert heuristic_config(8192, 4096, 4096).block_m == 256
+    assert heuristic_config("gfx950", 8192, 4096, 4096).block_m == 256
 
 
 def test_the_ladder_proves_a_quantize_once_launcher(device):

@@ -101,6 +101,17 @@ def test_state_resumes_from_its_file(tmp_path):
     assert tune.best_result({"k2": results["k2"]}) is None
 
 
+def test_the_winner_is_the_fastest_that_does_not_spill_where_one_does_not():
+    fields = dataclasses.asdict(GemmConfig(16, 64, 512))
+
+    def result(us, spilled):
+        return {"ok": True, "median_us": us, "config": fields,
+                "resources": {"gemm": {"n_regs": 255, "n_spills": spilled}}}
+    results = {"fast": result(5.0, 12), "slower": result(6.0, 0), "slowest": result(9.0, 0)}
+    assert tune.best_result(results)["median_us"] == 6.0
+    assert tune.best_result({"fast": results["fast"]})["median_us"] == 5.0
+
+
 def test_without_a_gpu_it_says_so_and_fails():
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     done = subprocess.run([sys.executable, "-m", "tools.tune", "--shapes", "4,2880,512"],

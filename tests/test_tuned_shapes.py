@@ -48,8 +48,8 @@ def test_the_lookup_takes_the_table_then_the_exact_shape_then_the_bucket_then_th
     assert config_lookup("gfx950", 100, N, K) == (exact, "file")
     assert config_lookup("gfx950", 97, N, K) == (bucket, "bucket")       # 97 -> bucket 128
     assert config_lookup("gfx950", 128, N, K) == (bucket, "bucket")
-    assert config_lookup("gfx950", 129, N, K) == (heuristic_config(129, N, K), "heuristic")
-    assert config_lookup("gfx950", 64, N, K) == (heuristic_config(64, N, K), "heuristic")
+    assert config_lookup("gfx950", 129, N, K) == (heuristic_config("gfx950", 129, N, K), "heuristic")
+    assert config_lookup("gfx950", 64, N, K) == (heuristic_config("gfx950", 64, N, K), "heuristic")
     assert config_lookup("sm_90", 100, N, K)[1] == "heuristic"          # another arch's entry
 
 
@@ -130,10 +130,10 @@ def test_a_missing_file_is_one_line_naming_it(tmp_path):
 
 
 def test_the_notice_comes_once_per_bucket_and_names_the_tuning_command(capsys):
-    heuristic = heuristic_config(100, N, K)
+    heuristic = heuristic_config("sm_90", 100, N, K)
     note_untuned("sm_90", 100, N, K, heuristic)
     note_untuned("sm_90", 120, N, K, heuristic)          # the same bucket, 128
-    note_untuned("sm_90", 129, N, K, heuristic_config(129, N, K))
+    note_untuned("sm_90", 129, N, K, heuristic_config("sm_90", 129, N, K))
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 2
     assert f"N={N} K={K} M bucket 128 (M=100)" in lines[0] and heuristic.label in lines[0]
@@ -143,13 +143,13 @@ def test_the_notice_comes_once_per_bucket_and_names_the_tuning_command(capsys):
 
 
 def test_the_interpreters_notice_names_the_modelled_sweep(capsys):
-    note_untuned("interpreter", 3, N, K, heuristic_config(3, N, K))
+    note_untuned("interpreter", 3, N, K, heuristic_config("interpreter", 3, N, K))
     assert f"python -m tools.isa --sweep {N},{K} --m 4 --configs FILE" in capsys.readouterr().err
 
 
 def test_quiet_silences_the_notice_but_the_shape_is_still_listed(capsys, monkeypatch):
     monkeypatch.setenv(configs.QUIET_VARIABLE, "1")
-    note_untuned("sm_90", 100, N, K, heuristic_config(100, N, K))
+    note_untuned("sm_90", 100, N, K, heuristic_config("sm_90", 100, N, K))
     assert capsys.readouterr().err == ""
     assert untuned_shapes() == [(N, K, 128)]
 

@@ -391,7 +391,7 @@ def vendor_gemm_row(spec, time_us, device="cuda") -> dict:
     a, b, _, b_shuffle, b_scale_sh = data
     backend, arch = current_target(a.device)
     looked_up = config_lookup(arch, m, n, k)[0]
-    fused = looked_up if looked_up.path == "preshuffle" else heuristic_config(m, n, k)
+    fused = looked_up if looked_up.path == "preshuffle" else heuristic_config(arch, m, n, k)
     row = dict(spec, arch=arch, fused_config=fused.label, errors={})
     for name, config in (("fused", fused), ("dequant", DEQUANT_CONFIG)):
         row[f"{name}_us"] = None

@@ -5,6 +5,7 @@
     python -m tools.isa --sweep MODEL|N,K ... [--m 1,8,...] [--configs FILE] [--json FILE]
     python -m tools.isa --arch gfx950 --compare-tritons 3.6.0,3.7.0,3.8.0,3.9.0 [--markdown FILE]
     python -m tools.isa --arch sm_90 [--json FILE]
+    python -m tools.isa --arch gfx950|sm_90 --shapes M,N,K|N,K|MODEL ... [--m 1,8,...] [--json FILE]
 
 The face of tools/gfx950/: per call of each entry of the gfx950 config table (or, with
 --candidates, of every import-time tuning candidate), each kernel's resources, quantizer cost,
@@ -28,7 +29,15 @@ names the release that compiled it ("triton"). Tensor arguments are specialized 
 that release does (on HIP: tt.pointer_range=32, so buffer loads; see
 tools.gfx950.cross_compile). Runs offline on a CPU: no AMD GPU is involved.
 
-With --arch sm_90, per entry of the sm_90 table: the PTX instructions of the GEMM as
+With --shapes (M,N,K, or model names and N,K pairs with each M of --m), per shape the config
+the lookup serves first on the target (launchers.configs.config_lookup: table, file, bucket or
+heuristic) and each of its launches compiled for it (tools.fit): shared memory (LDS on gfx950)
+against the target's limit, registers, and spills (sm_90: the cubin's stack bytes a thread;
+gfx950: VGPR and SGPR spills and scratch), and whether the call fits and spills; the exit code
+is 1 when one does not fit.
+
+With --arch sm_90, per entry of the sm_90 table: the registers, stack bytes and shared memory
+of the GEMM (tools.fit), the PTX instructions of the GEMM as
 configured and with A pre-quantized (the share of the in-register quantizer), the MMA
 instructions, and an estimate of the warp instructions the launch executes (PTX count x
 warps x programs x K tiles per program; the loop body dominates the count) with the time
@@ -59,6 +68,7 @@ from launchers.tuned_shapes import file_entry, write_configs  # noqa: E402
 from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, output_file,  # noqa: E402
                        output_folder, parse_m_list, parse_model_shapes, usage_error)
 from tools.model_shapes import MODEL_LAYERS, MODEL_M  # noqa: E402
+from tools import fit                         # noqa: E402
 from tools.gfx950 import report as gfx950   # noqa: E402
 from tools.gfx950.cross_compile import (ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
                                         SideInstallError, compile_for, run_with_triton)
@@ -131,12 +141,15 @@ def sm90_row(shape, config) -> dict:
                             a_prequantized=prequantized)[0]
         compiled = compile_for(spec.kernel, spec.sample_args, spec.options, SM90)
         counts[prequantized], grids[prequantized] = ptx_instructions(compiled.asm["ptx"]), spec.grid
+        if not prequantized:
+            resources = dict(fit.cubin_resources(compiled.asm["cubin"]),
+                             shared_bytes=compiled.metadata.shared)
     fused, prequantized = sum(counts[False].values()), sum(counts[True].values())
     programs = grids[False][0]
     k_tiles_per_program = formats.cdiv(config.splits_for(k)[1], config.block_k)
     warp_instructions = fused * config.num_warps * programs * k_tiles_per_program
     return dict(shape=[m, n, k], config=dict(vars(config)), triton=triton.__version__,
-                ptx_fused=fused,
+                **resources, ptx_fused=fused,
                 ptx_a_prequantized=prequantized,
                 quantizer_share=round(1 - prequantized / fused, 3),
                 mma=sum(v for name, v in counts[False].items() if "mma" in name),
@@ -145,12 +158,14 @@ def sm90_row(shape, config) -> dict:
 
 
 def format_sm90_table(rows) -> str:
-    lines = [f"{'shape':<16} {'cfg BMxBNxBK/S/w':<19} {'ptx':>6} {'ptx preq':>8} {'A quant':>7} "
+    lines = [f"{'shape':<16} {'cfg BMxBNxBK/S/w':<19} {'regs':>4} {'stack':>5} {'shared':>7} "
+             f"{'ptx':>6} {'ptx preq':>8} {'A quant':>7} "
              f"{'mma':>4} {'progs':>5} {'est warp instr':>14} {'µs at issue':>11}"]
     for row in rows:
         c = row["config"]
         cfg = f"{c['block_m']}x{c['block_n']}x{c['block_k']}/{c['split_k']}/{c['num_warps']}"
-        lines.append(f"{'x'.join(map(str, row['shape'])):<16} {cfg:<19} {row['ptx_fused']:>6} "
+        lines.append(f"{'x'.join(map(str, row['shape'])):<16} {cfg:<19} {row['registers']:>4} "
+                     f"{row['stack_bytes']:>5} {row['shared_bytes']:>7} {row['ptx_fused']:>6} "
                      f"{row['ptx_a_prequantized']:>8} {row['quantizer_share']:>7.0%} "
                      f"{row['mma']:>4} {row['programs']:>5} {row['est_warp_instructions']:>14,} "
                      f"{row['est_issue_us']:>11}")
@@ -218,9 +233,14 @@ def build_parser():
                              + ", ".join(MODEL_LAYERS) + ") or N,K pairs, each with every M of "
                              "--m, compare the fused and the quantize-once path instead "
                              "(tools.gfx950.paths)")
+    parser.add_argument("--shapes", nargs="+", metavar="SHAPES",
+                        help="per shape, the config served first on --arch and each of its "
+                             "launches' shared memory (LDS), registers and spills against the "
+                             "target: " + SHAPES_HELP + ", N,K or model names (each with every "
+                             "M of --m)")
     parser.add_argument("--m", type=parse_m_list, default=MODEL_M, metavar="M1,M2,...",
-                        help="with --sweep: the M values of N,K and model shapes (default "
-                             f"{','.join(map(str, MODEL_M))})")
+                        help="with --sweep or --shapes: the M values of N,K and model shapes "
+                             f"(default {','.join(map(str, MODEL_M))})")
     parser.add_argument("--configs", metavar="FILE",
                         help="with --sweep: merge each shape's best config into this "
                              "tuned-shapes file, as the entry of its M bucket")
@@ -244,6 +264,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         sweep_shapes = parse_model_shapes(args.sweep, args.m, "--sweep") if args.sweep else None
+        fit_shapes = parse_model_shapes(args.shapes, args.m) if args.shapes else None
     except UsageError as error:
         return usage_error("tools.isa", error)
     compare_paths = bool(args.sweep) and any(word in MODEL_LAYERS or word.count(",") == 1
@@ -263,6 +284,8 @@ def main(argv=None):
         return 0
     if args.markdown:
         parser.error("--markdown goes with --compare-tritons")
+    if args.shapes and (args.sweep or args.candidates or args.asm_dir or args.configs):
+        parser.error("--shapes goes alone (with --arch, --m, --json and --triton)")
     if (args.candidates or args.sweep) and args.arch != "gfx950":
         parser.error("--candidates and --sweep are for --arch gfx950")
     if args.candidates and args.sweep:
@@ -278,6 +301,12 @@ def main(argv=None):
             return run_with_triton(args.triton, ["tools.isa", *argv])
         except SideInstallError as error:
             return usage_error("tools.isa", f"--triton: {error}")
+    if fit_shapes:
+        rows = fit.rows(args.arch, fit_shapes)
+        print(fit.format_rows(rows))
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1))
+        return 0 if all(row["fits"] for row in rows) else 1
     if args.arch == "sm_90":
         rows = [sm90_row(shape, config) for shape, config in GEMM_CONFIGS["sm_90"].items()]
         print(format_sm90_table(rows))

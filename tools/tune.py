@@ -19,7 +19,9 @@ heuristic's) is always measured too, as the baseline. A model name or N,K stands
 of --m (default tools.model_shapes.MODEL_M). Each candidate is
 compiled (in parallel worker processes that fill Triton's cache), checked once against the
 reference and rejected if wrong, timed with the runner's loop (tools.timing), and checked
-again on its last timed output. Every result goes to the state file as soon as it exists, so
+again on its last timed output; its row carries each launch's registers and spilled registers
+a thread (the loaded kernel's n_regs and n_spills), and a shape's winner is the fastest that
+does not spill, where one does not. Every result goes to the state file as soon as it exists, so
 an interrupted run resumes where it stopped; `--write` puts each shape's fastest config (by
 median) into launchers/config_table.py for the running arch, with a note of its figures;
 `--configs FILE` merges them into a tuned-shapes file instead (launchers.tuned_shapes), one
@@ -182,8 +184,16 @@ def _still_valid(result) -> bool:
         return False
 
 
+def spills(result) -> bool:
+    """Whether a launch of the result's config spilled registers on the device."""
+    return any(found.get("n_spills") for found in result.get("resources", {}).values())
+
+
 def best_result(results: dict):
+    """The fastest good result by median among those that do not spill (among all good ones
+    where every one spills): no config that spills is written where one that does not exists."""
     good = [r for r in results.values() if r.get("ok") and _still_valid(r)]
+    good = [r for r in good if not spills(r)] or good
     return min(good, key=lambda r: r["median_us"]) if good else None
 
 
@@ -206,7 +216,8 @@ def measure(config, backend, data, loop, calls: int) -> dict:
             return {"ok": False, "error": f"wrong output after timing: {message}"[:300]}
     except Exception as error:
         return {"ok": False, "error": f"{type(error).__name__}: {error}".splitlines()[0][:300]}
-    return {"ok": True, "launches": launcher.launches_per_call, **summary(times)}
+    return {"ok": True, "launches": launcher.launches_per_call,
+            "resources": launcher.launch_resources(), **summary(times)}
 
 
 def tune_shape(shape, arch, backend, state, loop, pool, args, deadline, progress):
@@ -241,6 +252,11 @@ def tune_shape(shape, arch, backend, state, loop, pool, args, deadline, progress
                 best = best_result(results)
                 figure = (f"{result['median_us']:8.2f} µs" if result["ok"]
                           else f"rejected ({result['error'][:60]})")
+                if result["ok"]:
+                    figure += "".join(
+                        f" {name} {found['n_regs']}r/{found['n_spills']}s"
+                        for name, found in result["resources"].items()
+                        if found["n_regs"] is not None)
                 best_text = f"   best {best['median_us']:.2f} µs" if best else ""
                 print(f"{progress} {name} {done}/{len(configs)} {config.label:<34} {figure}"
                       f"{best_text}", flush=True)

@@ -3,7 +3,8 @@ the Triton release of your choice (the leaderboard runner's is RUNNER_TRITON).
 
 A library for tools.isa: `python -m tools.gfx950.cross_compile` only prints this text.
 
-`compile_for(kernel, args, options, target)` takes the same full argument tuple that the
+`compile_for(kernel, args, options, target)` (with `specialization(kernel, args, target)`, the
+specialization it compiles, which tells two compiles apart) takes the same full argument tuple that the
 launchers pass (tensors may live on the "meta" device) and specializes it the way the JIT
 does: constexpr parameters and integers equal to 1 become constants, and the target backend
 gives each tensor and integer its attributes from its own specialization rules. So 16-aligned
@@ -42,7 +43,8 @@ _POINTER_TYPES = {torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.uint8: 
                   torch.float16: "*fp16", torch.int32: "*i32"}
 
 
-def compile_for(kernel, args, options, target=GFX950):
+def specialization(kernel, args, target=GFX950) -> tuple:
+    """(signature, constexprs, attrs) of `args` as the JIT of `target` specializes them."""
     backend = make_backend(target)
     signature, constexprs, attrs = {}, {}, {}
     constexpr_indices = set(kernel.constexprs)
@@ -64,7 +66,15 @@ def compile_for(kernel, args, options, target=GFX950):
                     backend.get_int_specialization(value, align=True))
         else:
             raise TypeError(f"cannot specialize argument {name}={value!r}")
-    source = ASTSource(kernel, signature, constexprs=constexprs, attrs=attrs)
+    return (tuple(signature.items()), tuple(constexprs.items()),
+            tuple((index, tuple(map(tuple, attr))) for index, attr in attrs.items()))
+
+
+def compile_for(kernel, args, options, target=GFX950):
+    signature, constexprs, attrs = specialization(kernel, args, target)
+    source = ASTSource(kernel, dict(signature), constexprs=dict(constexprs),
+                       attrs={index: [list(attr) for attr in attr_list]
+                              for index, attr_list in attrs})
     return triton.compile(source, target=target, options=options)
 
 

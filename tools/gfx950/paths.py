@@ -54,7 +54,7 @@ def path_of(config: GemmConfig) -> str:
 
 def candidate_configs(shape) -> list:
     m, n, k = shape
-    found = [heuristic_config(min(m, QUANTIZE_ONCE_MIN_M - 1), n, k)]
+    found = [heuristic_config("gfx950", min(m, QUANTIZE_ONCE_MIN_M - 1), n, k)]
     for path, tiles in CANDIDATES.items():
         if path == "quantize-once" and m < QUANTIZE_ONCE_FROM_M:
             continue

@@ -66,6 +66,7 @@ import triton
 from kernels import formats
 from kernels.preshuffle_gemm import a_rows
 from launchers.configs import BENCHMARK_SHAPES, GEMM_CONFIGS, GemmConfig
+from launchers.fit import SHARED_MEMORY_LIMITS
 from launchers.gemm import launch_specs
 from tools.gfx950 import model
 from tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files
@@ -75,7 +76,7 @@ from tools.gfx950.cross_compile import GFX950, ROOT, compile_for
 from tools.gfx950.hazards import asm_hazards
 from tools.gfx950.release_order import release_ordered
 
-LDS_PER_CU = 160 * 1024
+LDS_PER_CU = SHARED_MEMORY_LIMITS["gfx950"]
 VGPRS_PER_SIMD_LANE = 512
 MAX_WAVES_PER_SIMD = 8
 WAVE = 64
@@ -88,6 +89,12 @@ _SCALED_MFMA = re.compile(r"^v_mfma_scale_")
 def _metadata_int(amdgcn: str, key: str) -> int:
     found = re.search(rf"\.{key}:?\s+(\d+)", amdgcn)
     return int(found.group(1)) if found else 0
+
+
+def lds_bytes(compiled, amdgcn: str) -> int:
+    """The LDS a workgroup of a compiled gfx950 kernel takes: Triton's dynamic share and the
+    code object's fixed group segment."""
+    return compiled.metadata.shared + _metadata_int(amdgcn, "group_segment_fixed_size")
 
 
 def instruction_counts(program) -> dict:
@@ -259,7 +266,7 @@ def resource_row(shape, config, spec, quantizer: str, asm_dir=None) -> dict:
     amdgcn = compiled.asm["amdgcn"]
     program, project = parse(amdgcn), _project_frame_resolver(amdgcn)
     vgprs, agprs = _metadata_int(amdgcn, "vgpr_count"), _metadata_int(amdgcn, "agpr_count")
-    lds = compiled.metadata.shared + _metadata_int(amdgcn, "group_segment_fixed_size")
+    lds = lds_bytes(compiled, amdgcn)
     num_warps = spec.options["num_warps"]
     workgroups = spec.grid[0] * spec.grid[1] * spec.grid[2]
     allocated = _metadata_int(amdgcn, "amdhsa_next_free_vgpr")

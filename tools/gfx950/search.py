@@ -10,7 +10,8 @@ of the model family (so the first is the minimax call), in two stages:
      waves_per_eu, a second launch for the split-K sum, the cache modifier, the XCD remap,
      the order of the B-scale load, K split across the waves); repeated REFINE_ROUNDS times around the best so far, so
      that changes that pay together are found.
-A config is eligible when it compiles without spills or scratch, has no hazard, its in-kernel
+A config is eligible when it compiles without spills or scratch, its LDS fits a CU's
+(LDS_PER_CU, 160 KiB), it has no hazard, its in-kernel
 split-K reduce (if any) is release-ordered, and its quantizer's fast path spends at most
 MAX_FAST_PATH_INSTRUCTIONS per element of the BLOCK_M-row tile the MFMA takes (short K tiles
 spread the quantizer's fixed costs over fewer elements; a program that quantizes only the
@@ -29,7 +30,7 @@ from multiprocessing import get_context
 from kernels import formats
 from launchers.configs import GemmConfig
 from tools.gfx950.critical_path import CUS
-from tools.gfx950.report import call_rows
+from tools.gfx950.report import LDS_PER_CU, call_rows
 
 BLOCKS_M = (16, 32, 64)
 BLOCKS_N = (32, 64, 128, 256)
@@ -101,6 +102,7 @@ def neighbours(config: GemmConfig, k: int) -> list:
 def eligible(rows) -> bool:
     bar = MAX_FAST_PATH_INSTRUCTIONS.get(rows[0]["quantizer"], float("inf"))
     return all("error" not in r and "critical_path" in r and not r["scratch_bytes"]
+               and r["lds_bytes"] <= LDS_PER_CU
                and not r["vgpr_spills"] and not r["sgpr_spills"] and not r["hazards"]
                and r.get("release_ordered", True)
                and r.get("fast_path_instructions_per_tile_element", 0) <= bar for r in rows)
