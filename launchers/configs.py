@@ -33,8 +33,9 @@ TASK_SHAPES = TEST_SHAPES + BENCHMARK_SHAPES
 # The seeds the runner's task.yml gives each shape (its tests, then its benchmarks).
 TASK_SEEDS = dict(zip(TASK_SHAPES, (124, 6635, 45, 78, 4565, 15, 457, 54, 687, 7856)))
 # The launchers a config can choose (launchers.paths.build_launcher): "preshuffle", the fused
-# GEMM of kernels.preshuffle_gemm.
-GEMM_PATHS = ("preshuffle",)
+# GEMM of kernels.preshuffle_gemm; "hopper", kernels.hopper_gemm's fused GEMM for GPUs without
+# FP4 MMA (CUDA only: it dequantizes both operands to bf16 for tl.dot).
+GEMM_PATHS = ("preshuffle", "hopper")
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class GemmConfig:
     quantize_a_once: bool = False    # A quantized by a kernel of its own, then the GEMM on it
     wave_split_k: int = 1            # K slices of each K tile, one per group of waves
     path: str = "preshuffle"         # which launcher serves it (GEMM_PATHS)
+    swap_ab: bool = False            # "hopper" only: each tile computed as C^T = B @ A^T
 
     def __post_init__(self):
         problems = []
@@ -81,6 +83,8 @@ class GemmConfig:
                             f">= {SCALED_MFMA_K} of block_k={self.block_k} to a slice")
         if self.num_xcds < 1:
             problems.append(f"num_xcds={self.num_xcds} must be >= 1")
+        if self.swap_ab and self.path != "hopper":
+            problems.append("swap_ab needs path='hopper'")
         if self.path not in GEMM_PATHS:
             problems.append(f"path={self.path!r} is not one of {', '.join(GEMM_PATHS)}")
         if problems:
@@ -100,7 +104,8 @@ class GemmConfig:
                    and ("bs-first" if self.b_scales_first else "bs-last"),
                    self.quantize_a_once and "a-once",
                    self.wave_split_k > 1 and f"wk{self.wave_split_k}",
-                   self.path != "preshuffle" and self.path)
+                   self.path != "preshuffle" and self.path,
+                   self.swap_ab and "swap")
         return " ".join([text] + [option for option in options if option])
 
     @property
@@ -178,6 +183,24 @@ def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
                       num_stages=1 if k_tiles // split_k <= 1 else 2)
 
 
+HOPPER_MAX_M = 256           # the largest M the hopper path was measured at
+_HOPPER_SMS = 132            # H100 SXM and H200: streaming multiprocessors
+_HOPPER_PROGRAMS = 2 * _HOPPER_SMS   # split K until the grid reaches this many programs
+
+
+def hopper_config(m: int, n: int, k: int) -> GemmConfig:
+    """The sm_90 rule of the hopper path (kernels.hopper_gemm) for M <= HOPPER_MAX_M: up to 64
+    rows of A a tile with the tile transposed (N fills the MMA's 64 rows), BLOCK_K 256, and K
+    split, summed by the last program, until the grid covers the SMs twice."""
+    block_m = min(max(16, triton.next_power_of_2(m)), 64)
+    block_n = 64 if block_m <= 32 else 128
+    tiles = formats.cdiv(m, block_m) * formats.cdiv(n, block_n)
+    k_tiles = formats.cdiv(k, 256)
+    split_k = max(1, min(k_tiles, _HOPPER_PROGRAMS // tiles))
+    return GemmConfig(block_m, block_n, 256, split_k=split_k, split_k_reduce="last_program",
+                      num_warps=8 if block_m == 64 else 4, swap_ab=m <= 64, path="hopper")
+
+
 def m_bucket(m: int) -> int:
     """The M bucket of M: the smallest power of two >= M, at most M_BUCKET_CAP."""
     return min(triton.next_power_of_2(max(1, m)), M_BUCKET_CAP)
@@ -204,6 +227,8 @@ def config_lookup(arch: str, m: int, n: int, k: int) -> tuple:
         config = entries.get(arch, {}).get(key)
         if config is not None:
             return config, source
+    if arch == "sm_90" and m <= HOPPER_MAX_M:
+        return hopper_config(m, n, k), "heuristic"
     return heuristic_config(m, n, k), "heuristic"
 
 

@@ -3,7 +3,8 @@
 from launchers.configs import GemmConfig
 from launchers.gemm import GemmLauncher
 
-LAUNCHERS = {"preshuffle": GemmLauncher}
+# GemmLauncher builds either GEMM kernel by config.path (launchers.gemm.launch_specs).
+LAUNCHERS = {"preshuffle": GemmLauncher, "hopper": GemmLauncher}
 
 
 def build_launcher(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
