@@ -183,22 +183,27 @@ def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
                       num_stages=1 if k_tiles // split_k <= 1 else 2)
 
 
-HOPPER_MAX_M = 256           # the largest M the hopper path was measured at
-_HOPPER_SMS = 132            # H100 SXM and H200: streaming multiprocessors
-_HOPPER_PROGRAMS = 2 * _HOPPER_SMS   # split K until the grid reaches this many programs
+HOPPER_MAX_M = 64            # the hopper path serves untuned sm_90 shapes up to this M
+# Split K (powers of two) while the grid stays within this many programs: about three per SM
+# of an H100 or H200 (132 SMs), where the decode shapes measured fastest.
+_HOPPER_MAX_PROGRAMS = 400
 
 
 def hopper_config(m: int, n: int, k: int) -> GemmConfig:
-    """The sm_90 rule of the hopper path (kernels.hopper_gemm) for M <= HOPPER_MAX_M: up to 64
-    rows of A a tile with the tile transposed (N fills the MMA's 64 rows), BLOCK_K 256, and K
-    split, summed by the last program, until the grid covers the SMs twice."""
+    """The sm_90 rule of the hopper path (kernels.hopper_gemm) for M <= HOPPER_MAX_M, from the
+    measured sweep in docs/results.md: up to 64 rows of A a tile, the tile transposed (N fills
+    the MMA's 64 rows), BLOCK_K 256, two stages where that does not spill (BLOCK_M 16), and K
+    split, summed by the last program, while the grid stays within _HOPPER_MAX_PROGRAMS."""
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
-    block_n = 64 if block_m <= 32 else 128
+    block_n = 128 if block_m == 64 else 64
     tiles = formats.cdiv(m, block_m) * formats.cdiv(n, block_n)
     k_tiles = formats.cdiv(k, 256)
-    split_k = max(1, min(k_tiles, _HOPPER_PROGRAMS // tiles))
+    split_k = 1
+    while 2 * split_k <= k_tiles and 2 * split_k * tiles <= _HOPPER_MAX_PROGRAMS:
+        split_k *= 2
     return GemmConfig(block_m, block_n, 256, split_k=split_k, split_k_reduce="last_program",
-                      num_warps=8 if block_m == 64 else 4, swap_ab=m <= 64, path="hopper")
+                      num_warps=8 if block_m == 64 else 4, num_stages=2 if block_m == 16 else 1,
+                      swap_ab=True, path="hopper")
 
 
 def m_bucket(m: int) -> int:
