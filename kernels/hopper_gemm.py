@@ -47,27 +47,58 @@ def _e2m1_to_f32(code):
 
 
 @triton.jit
-def _e8m0_to_f32(scale):
-    """E8M0 byte -> fp32 2**(byte - 127); 0 is 2**-127, 255 NaN (formats.e8m0_to_f32)."""
+def _e8m0_to_bf16_bits(scale):
+    """E8M0 byte -> the bf16 bits of 2**(byte - 127), uint32: 0 is 2**-127 (a bf16 denormal),
+    255 NaN (formats.e8m0_to_f32)."""
     scale = scale.to(tl.uint32)
-    bits = tl.where(scale == 0, 0x00400000, tl.where(scale == 255, 0x7F800001, scale << 23))
-    return bits.to(tl.float32, bitcast=True)
+    return tl.where(scale == 0, 0x0040, tl.where(scale == 255, 0x7FC0, scale << 7))
+
+
+def _bf16_pairs_asm() -> str:
+    """PTX: four code bytes (one register, $4) -> four words, word j the bf16 pair of byte j
+    (its low nibble in the low half) times its scale pair ($5 + j). Each nibble's three
+    magnitude bits become a bf16's low exponent bits and top mantissa bit, so the pair holds
+    value * 2**-126 exactly (0.5 lands on a bf16 denormal, which bf16x2 arithmetic keeps); one
+    multiply by 2**126 and one by the scale give the value, both exact in bf16's range."""
+    def shifted(register, by):
+        return f"shl.b32 {register}, $4, {by};" if by >= 0 else f"shr.u32 {register}, $4, {-by};"
+    lines = ["{", ".reg .b32 m, s, t, u, w;", "mov.b32 u, 0x7E807E80;"]
+    for byte in range(4):
+        base = 8 * byte
+        lines += [shifted("m", 6 - base), "and.b32 w, m, 0x1C0;",
+                  shifted("s", 12 - base), "and.b32 t, s, 0x8000;", "or.b32 w, w, t;",
+                  shifted("m", 18 - base), "and.b32 t, m, 0x1C00000;", "or.b32 w, w, t;",
+                  shifted("s", 24 - base), "and.b32 t, s, 0x80000000;", "or.b32 w, w, t;",
+                  "mul.rn.bf16x2 w, w, u;", f"mul.rn.bf16x2 ${byte}, w, ${5 + byte};"]
+    return "\n".join(lines + ["}"])
+
+
+BF16_PAIRS_ASM = tl.constexpr(_bf16_pairs_asm())
 
 
 @triton.jit
 def dequantize_tile(codes, scales, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
     """codes uint8 [ROWS, BLOCK_K/2] (element 2i in the low nibble), scales uint8
-    [ROWS, BLOCK_K/32] -> bf16 [ROWS, BLOCK_K] (formats.dequantize_mxfp4, rounded to bf16)."""
-    codes = codes.to(tl.uint32)
-    values = tl.join(_e2m1_to_f32(codes & 0xF), _e2m1_to_f32(codes >> 4))
-    values = values.reshape(ROWS, BLOCK_K // 32, 32) * _e8m0_to_f32(scales)[:, :, None]
-    values = values.reshape(ROWS, BLOCK_K)
+    [ROWS, BLOCK_K/32] -> bf16 [ROWS, BLOCK_K] (formats.dequantize_mxfp4 in bf16). On a GPU
+    two elements a 32-bit word (BF16_PAIRS_ASM), under the interpreter the same values in
+    fp32 (its tl.dot multiplies bf16 operands as their raw 16-bit integers)."""
     if INTERPRETED:
-        # The interpreter's tl.dot multiplies bf16 operands as their raw 16-bit integers;
-        # fp32 holds the same (exact) values.
-        return values.to(tl.bfloat16).to(tl.float32)
+        codes = codes.to(tl.uint32)
+        values = tl.join(_e2m1_to_f32(codes & 0xF), _e2m1_to_f32(codes >> 4))
+        scale_bits = _e8m0_to_bf16_bits(scales) << 16
+        values = values.reshape(ROWS, BLOCK_K // 32, 32) * scale_bits.to(
+            tl.float32, bitcast=True)[:, :, None]
+        return values.reshape(ROWS, BLOCK_K).to(tl.bfloat16).to(tl.float32)
     else:
-        return values.to(tl.bfloat16)
+        scale_pairs = _e8m0_to_bf16_bits(scales) * 0x10001
+        scale_pairs = tl.broadcast_to(scale_pairs[:, :, None], (ROWS, BLOCK_K // 32, 16))
+        words = tl.inline_asm_elementwise(
+            BF16_PAIRS_ASM, "=r,=r,=r,=r,r,r,r,r,r",
+            [codes, scale_pairs.reshape(ROWS, BLOCK_K // 2)], dtype=tl.uint32, is_pure=True,
+            pack=4)
+        low = (words & 0xFFFF).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+        high = (words >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+        return tl.join(low, high).reshape(ROWS, BLOCK_K)
 
 
 @triton.jit
