@@ -56,20 +56,19 @@ def _e8m0_to_bf16_bits(scale):
 
 def _bf16_pairs_asm() -> str:
     """PTX: four code bytes (one register, $4) -> four words, word j the bf16 pair of byte j
-    (its low nibble in the low half) times its scale pair ($5 + j). Each nibble's three
-    magnitude bits become a bf16's low exponent bits and top mantissa bit, so the pair holds
-    value * 2**-126 exactly (0.5 lands on a bf16 denormal, which bf16x2 arithmetic keeps); one
-    multiply by 2**126 and one by the scale give the value, both exact in bf16's range."""
-    def shifted(register, by):
-        return f"shl.b32 {register}, $4, {by};" if by >= 0 else f"shr.u32 {register}, $4, {-by};"
-    lines = ["{", ".reg .b32 m, s, t, u, w;", "mov.b32 u, 0x7E807E80;"]
+    (its low nibble in the low half) times its scale pair ($5 + j). With y = byte | byte << 12,
+    y << 6 holds both nibbles' three magnitude bits where a bf16's low exponent bits and top
+    mantissa bit are, y the low nibble's sign at bit 15 and y << 12 the high one's at bit 31:
+    the pair is value * 2**-126 exactly (0.5 lands on a bf16 denormal, which bf16x2
+    arithmetic keeps). One multiply by 2**126 and one by the scale give the value, both exact
+    in bf16's range."""
+    lines = ["{", ".reg .b32 x, y, z, t, u;", "mov.b32 u, 0x7E807E80;"]
     for byte in range(4):
-        base = 8 * byte
-        lines += [shifted("m", 6 - base), "and.b32 w, m, 0x1C0;",
-                  shifted("s", 12 - base), "and.b32 t, s, 0x8000;", "or.b32 w, w, t;",
-                  shifted("m", 18 - base), "and.b32 t, m, 0x1C00000;", "or.b32 w, w, t;",
-                  shifted("s", 24 - base), "and.b32 t, s, 0x80000000;", "or.b32 w, w, t;",
-                  "mul.rn.bf16x2 w, w, u;", f"mul.rn.bf16x2 ${byte}, w, ${5 + byte};"]
+        lines += [f"bfe.u32 x, $4, {8 * byte}, 8;", "mul.lo.u32 y, x, 0x1001;",
+                  "shl.b32 z, y, 6;", "and.b32 z, z, 0x01C001C0;",
+                  "and.b32 t, y, 0x8000;", "or.b32 z, z, t;",
+                  "shl.b32 t, y, 12;", "and.b32 t, t, 0x80000000;", "or.b32 z, z, t;",
+                  "mul.rn.bf16x2 z, z, u;", f"mul.rn.bf16x2 ${byte}, z, ${5 + byte};"]
     return "\n".join(lines + ["}"])
 
 
