@@ -191,9 +191,9 @@ _HOPPER_MAX_PROGRAMS = 400
 
 def hopper_config(m: int, n: int, k: int) -> GemmConfig:
     """The sm_90 rule of the hopper path (kernels.hopper_gemm) for M <= HOPPER_MAX_M, from the
-    measured sweep in docs/results.md: up to 64 rows of A a tile, the tile transposed (N fills
-    the MMA's 64 rows), BLOCK_K 256, two stages where that does not spill (BLOCK_M 16), and K
-    split, summed by the last program, while the grid stays within _HOPPER_MAX_PROGRAMS."""
+    measurements in docs/results.md: up to 64 rows of A a tile, the tile transposed (N fills
+    the MMA's 64 rows), BLOCK_K 256, three stages at BLOCK_M 16 (one above: two spilled), and
+    K split, summed by the last program, while the grid stays within _HOPPER_MAX_PROGRAMS."""
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
     block_n = 128 if block_m == 64 else 64
     tiles = formats.cdiv(m, block_m) * formats.cdiv(n, block_n)
@@ -202,7 +202,7 @@ def hopper_config(m: int, n: int, k: int) -> GemmConfig:
     while 2 * split_k <= k_tiles and 2 * split_k * tiles <= _HOPPER_MAX_PROGRAMS:
         split_k *= 2
     return GemmConfig(block_m, block_n, 256, split_k=split_k, split_k_reduce="last_program",
-                      num_warps=8 if block_m == 64 else 4, num_stages=2 if block_m == 16 else 1,
+                      num_warps=8 if block_m == 64 else 4, num_stages=3 if block_m == 16 else 1,
                       swap_ab=True, path="hopper")
 
 
