@@ -183,14 +183,17 @@ def heuristic_config(m: int, n: int, k: int) -> GemmConfig:
                       num_stages=1 if k_tiles // split_k <= 1 else 2)
 
 
-HOPPER_MAX_M = 64            # the hopper path serves untuned sm_90 shapes up to this M
+# The hopper path serves untuned sm_90 shapes up to this M: there it measured faster than
+# F.linear in bf16 and than the best preshuffle configs measured; at M 32 and 64 it did not
+# (docs/results.md). hopper_config itself covers M up to 64.
+HOPPER_MAX_M = 16
 # Split K (powers of two) while the grid stays within this many programs: about three per SM
 # of an H100 or H200 (132 SMs), where the decode shapes measured fastest.
 _HOPPER_MAX_PROGRAMS = 400
 
 
 def hopper_config(m: int, n: int, k: int) -> GemmConfig:
-    """The sm_90 rule of the hopper path (kernels.hopper_gemm) for M <= HOPPER_MAX_M, from the
+    """The sm_90 rule of the hopper path (kernels.hopper_gemm) for M up to 64, from the
     measurements in docs/results.md: up to 64 rows of A a tile, the tile transposed (N fills
     the MMA's 64 rows), BLOCK_K 256, three stages at BLOCK_M 16 (one above: two spilled), and
     K split, summed by the last program, while the grid stays within _HOPPER_MAX_PROGRAMS."""

@@ -41,6 +41,7 @@ CASES = [
     ((5, 80, 1024), hopper(16, 64, split_k=2, split_k_reduce="last_program", swap_ab=True)),
     ((20, 64, 576), hopper(16, 32, split_k=2)),          # two M tiles, the 2nd ragged; reduce launch
     ((33, 48, 448), hopper(32, 32, swap_ab=True, num_stages=2)),
+    ((6, 64, 512), hopper(16, 64, swap_ab=True, quantize_a_once=True)),   # A by its own launch
 ]
 
 
@@ -103,12 +104,12 @@ def test_a_weight_scale_of_zero_and_of_nan_reach_the_output_as_the_reference_rea
 
 
 def test_the_sm90_rule_serves_the_hopper_path_up_to_its_m_and_nothing_else_changes():
-    for m in (1, 8, 17, 32, 64):
+    for m in (1, 8, HOPPER_MAX_M):
         for n, k in ((6144, 4096), (4096, 14336), (2880, 1024)):
             config, source = config_lookup("sm_90", m, n, k)
             assert (config, source) == (hopper_config(m, n, k), "heuristic")
             assert config.path == "hopper" and config.swap_ab
-            assert config.block_m >= min(64, m) and config.block_k == 256
+            assert config.block_m >= m and config.block_k == 256
             programs = formats.cdiv(m, config.block_m) * formats.cdiv(n, config.block_n)
             assert config.split_k == 1 or programs * config.split_k <= 400
     assert config_lookup("sm_90", HOPPER_MAX_M + 1, 4096, 4096)[0].path == "preshuffle"
