@@ -16,7 +16,9 @@ kernels.splitk_reduce.store_output_tile (the protocol of kernels.preshuffle_gemm
 Both operands are read as given: B's codes and scales are the runner's aiter layouts, unshuffled
 in registers per tile. A quantized A is dequantized exactly (an E2M1 value times a power of two
 is a bf16), so the product is the reference's up to the fp32 accumulation order; B's dequantized
-values are exact too, unless a scale pushes them out of bf16's range (as out of fp32's).
+values are exact too, unless a scale pushes them out of bf16's range (as out of fp32's). On a
+GPU each code byte becomes one bf16x2 word through BF16_PAIRS_ASM (PTX; mul.rn.bf16x2 needs
+sm_90), which is why launchers.configs serves this path on sm_90 only.
 
 SWAP_AB computes each tile transposed, C^T = B @ A^T: BLOCK_N then fills the MMA's M dimension
 (64 rows a warpgroup on Hopper) and the few rows of A its N, so that a decode GEMM (M of 1 to 64)
