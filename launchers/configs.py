@@ -3,7 +3,8 @@
 `config_lookup(arch, m, n, k) -> (config, source)` is the lookup used by the launchers, in
 this order: the table's entry for the exact shape ("table"), a tuned-shapes file's entry for
 the exact shape ("file"), a file's entry for (N, K) and the M bucket of M ("bucket": the
-smallest power of two >= M, at most M_BUCKET_CAP), else `heuristic_config` ("heuristic").
+smallest power of two >= M, at most M_BUCKET_CAP), else a rule ("heuristic"): on sm_90 up to
+M = HOPPER_MAX_M `hopper_config` (the hopper path), otherwise `heuristic_config`.
 So the task shapes keep the table's entries whatever a file holds. Arch keys are Triton
 target names: "gfx950" (MI355X), "sm_90" (H100/H200); the interpreter uses the gfx950 entries
 so that CPU tests run the production tiling. The table's entries are data in
