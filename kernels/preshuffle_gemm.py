@@ -54,7 +54,7 @@ import triton.language as tl
 
 from kernels import formats
 from kernels.quantize import quantize_tile_mxfp4
-from kernels.splitk_reduce import sum_partials
+from kernels.splitk_reduce import store_output_tile
 
 
 @triton.jit
@@ -122,13 +122,6 @@ def _unshuffle_scale_tile(s, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """[BN/32, BK] shuffled bytes -> [BN, BK/32] (formats.e8m0_shuffle)."""
     s = s.reshape(BLOCK_N // 32, BLOCK_K // 256, 4, 16, 2, 2).permute(0, 5, 3, 1, 4, 2)
     return s.reshape(BLOCK_N, BLOCK_K // 32)
-
-
-@triton.jit
-def _wait_for_own_stores(token):
-    """s_waitcnt vmcnt(0): the wave's stores have completed (gfx950; returns token)."""
-    return tl.inline_asm_elementwise("s_waitcnt vmcnt(0)", "=s,0", [token], dtype=tl.int32,
-                                     is_pure=False, pack=1)
 
 
 @triton.jit
@@ -224,41 +217,9 @@ def preshuffle_gemm_kernel(
 
     if WAVE_SPLIT_K > 1:
         acc = _diagonal_block_sum(acc, WAVE_SPLIT_K)
-    rows_c = pid_m * BLOCK_M + tl.arange(0, C_ROWS)
-    cols_c = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask_c = (rows_c[:, None] < M) & (cols_c[None, :] < N)
-    c_ptrs = c_ptr + rows_c[:, None].to(tl.int64) * stride_cm + cols_c[None, :]
-    if SPLIT_K == 1:
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_c,
-                 cache_modifier=STORE_MODIFIER)
-    else:
-        p_offsets = rows_c[:, None].to(tl.int64) * stride_pm + cols_c[None, :]
-        WRITE_THROUGH: tl.constexpr = REDUCE_IN_GEMM and SPLIT_K_SYNC == "write_through"
-        tl.store(partials_ptr + pid_k * stride_ps + p_offsets, acc, mask=mask_c,
-                 cache_modifier=".wt" if WRITE_THROUGH else STORE_MODIFIER)
-        if REDUCE_IN_GEMM:
-            tile = pid // SPLIT_K
-            if WRITE_THROUGH:
-                # AMD, where a release fence writes back the whole L2 of the XCD and an acquire
-                # invalidates it. Instead each partial store is written through (sc0 sc1) and
-                # each wave waits for its own (the barrier waits for none), so all of them are
-                # where every XCD reads before the one counter atomic; the last program loads
-                # the partials with sc0 sc1, past any stale line of its own L2.
-                _wait_for_own_stores(tile)
-                tl.debug_barrier()
-                arrived = tl.atomic_add(counters_ptr + tile, 1, sem="relaxed", scope="gpu")
-            else:
-                # Every thread's partial store comes before the counter's release.
-                tl.debug_barrier()
-                arrived = tl.atomic_add(counters_ptr + tile, 1, sem="acq_rel", scope="gpu")
-            if arrived == SPLIT_K - 1:
-                total = sum_partials(partials_ptr, p_offsets, mask_c, stride_ps, SPLIT_K,
-                                     ".cv" if WRITE_THROUGH else ".cg")
-                tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask_c,
-                         cache_modifier=STORE_MODIFIER)
-                # Relaxed: no program of this launch reads the counter again, and the next
-                # launch on the queue starts after this one ends, which orders the reset.
-                tl.atomic_xchg(counters_ptr + tile, 0, sem="relaxed")
+    store_output_tile(acc, c_ptr, partials_ptr, counters_ptr, pid_m * BLOCK_M, pid_n * BLOCK_N,
+                      M, N, stride_cm, stride_ps, stride_pm, pid_k, pid // SPLIT_K,
+                      C_ROWS, BLOCK_N, SPLIT_K, REDUCE_IN_GEMM, SPLIT_K_SYNC, STORE_MODIFIER)
 
 
 SCALED_MFMA_ROWS, SCALED_MFMA_K = 16, 128   # the smallest scaled MFMA: 16x16x128

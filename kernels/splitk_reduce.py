@@ -24,6 +24,59 @@ def sum_partials(partials_ptr, offsets, mask, stride_ps, SPLIT_K: tl.constexpr,
 
 
 @triton.jit
+def _wait_for_own_stores(token):
+    """s_waitcnt vmcnt(0): the wave's stores have completed (gfx950; returns token)."""
+    return tl.inline_asm_elementwise("s_waitcnt vmcnt(0)", "=s,0", [token], dtype=tl.int32,
+                                     is_pure=False, pack=1)
+
+
+@triton.jit
+def store_output_tile(acc, c_ptr, partials_ptr, counters_ptr, first_row, first_col, M, N,
+                      stride_cm, stride_ps, stride_pm, pid_k, tile,
+                      ROWS: tl.constexpr, COLS: tl.constexpr, SPLIT_K: tl.constexpr,
+                      REDUCE_IN_GEMM: tl.constexpr, SPLIT_K_SYNC: tl.constexpr,
+                      STORE_MODIFIER: tl.constexpr):
+    """A GEMM program's epilogue: acc fp32 [ROWS, COLS], the output tile at (first_row,
+    first_col), stored into c (SPLIT_K 1), else as split pid_k's partial of the tile `tile`,
+    the last of its splits to finish summing them into c with REDUCE_IN_GEMM (see
+    kernels.preshuffle_gemm for the counter protocol and SPLIT_K_SYNC)."""
+    rows_c = first_row + tl.arange(0, ROWS)
+    cols_c = first_col + tl.arange(0, COLS)
+    mask_c = (rows_c[:, None] < M) & (cols_c[None, :] < N)
+    c_ptrs = c_ptr + rows_c[:, None].to(tl.int64) * stride_cm + cols_c[None, :]
+    if SPLIT_K == 1:
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_c,
+                 cache_modifier=STORE_MODIFIER)
+    else:
+        p_offsets = rows_c[:, None].to(tl.int64) * stride_pm + cols_c[None, :]
+        WRITE_THROUGH: tl.constexpr = REDUCE_IN_GEMM and SPLIT_K_SYNC == "write_through"
+        tl.store(partials_ptr + pid_k * stride_ps + p_offsets, acc, mask=mask_c,
+                 cache_modifier=".wt" if WRITE_THROUGH else STORE_MODIFIER)
+        if REDUCE_IN_GEMM:
+            if WRITE_THROUGH:
+                # AMD, where a release fence writes back the whole L2 of the XCD and an acquire
+                # invalidates it. Instead each partial store is written through (sc0 sc1) and
+                # each wave waits for its own (the barrier waits for none), so all of them are
+                # where every XCD reads before the one counter atomic; the last program loads
+                # the partials with sc0 sc1, past any stale line of its own L2.
+                _wait_for_own_stores(tile)
+                tl.debug_barrier()
+                arrived = tl.atomic_add(counters_ptr + tile, 1, sem="relaxed", scope="gpu")
+            else:
+                # Every thread's partial store comes before the counter's release.
+                tl.debug_barrier()
+                arrived = tl.atomic_add(counters_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if arrived == SPLIT_K - 1:
+                total = sum_partials(partials_ptr, p_offsets, mask_c, stride_ps, SPLIT_K,
+                                     ".cv" if WRITE_THROUGH else ".cg")
+                tl.store(c_ptrs, total.to(c_ptr.dtype.element_ty), mask=mask_c,
+                         cache_modifier=STORE_MODIFIER)
+                # Relaxed: no program of this launch reads the counter again, and the next
+                # launch on the queue starts after this one ends, which orders the reset.
+                tl.atomic_xchg(counters_ptr + tile, 0, sem="relaxed")
+
+
+@triton.jit
 def splitk_reduce_kernel(partials_ptr, c_ptr, M, N,
                          stride_ps, stride_pm, stride_cm,
                          SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):

@@ -6,7 +6,8 @@ this order: the table's entry for the exact shape ("table"), a tuned-shapes file
 the exact shape ("file"), a file's entry for (N, K) and the M bucket of M ("bucket": the
 smallest power of two >= M, at most M_BUCKET_CAP), else, on a chip without FP4 MMA from
 `vendor_gemm_from_m(arch)` on, DEQUANT_CONFIG (the "dequant" path), else
-`heuristic_config(arch, ...)` (both "heuristic": the rules of the arch's family, HEURISTICS).
+`heuristic_config(arch, ...)` (both "heuristic": the rules of the arch's family, HEURISTICS;
+sm_90's serve the hopper path up to M = HOPPER_MAX_M).
 So the task shapes keep the table's entries whatever a file holds. Arch keys are Triton
 target names: "gfx950" (MI355X), "sm_90" (H100/H200); the interpreter uses the gfx950 entries
 so that CPU tests run the production tiling. The table's entries are data in
@@ -39,8 +40,9 @@ TASK_SEEDS = dict(zip(TASK_SHAPES, (124, 6635, 45, 78, 4565, 15, 457, 54, 687, 7
 # The launchers a config can choose (launchers.paths.build_launcher): "preshuffle", the fused
 # GEMM of kernels.preshuffle_gemm; "dequant", A quantized, A and B dequantized to bf16 and the
 # vendor GEMM (launchers.dequant); "aiter", aiter's quantize + gemm_a4w4 (launchers.aiter_path,
-# where aiter imports).
-GEMM_PATHS = ("preshuffle", "dequant", "aiter")
+# where aiter imports); "hopper", kernels.hopper_gemm's fused GEMM for GPUs without FP4 MMA
+# (CUDA only: it dequantizes both operands to bf16 for tl.dot).
+GEMM_PATHS = ("preshuffle", "dequant", "aiter", "hopper")
 TILE_FIELDS = ("block_m", "block_n", "block_k")
 # The fields a path other than "preshuffle" reads (every other field keeps GemmConfig's
 # default), and the values a config of it takes where they are left out (config_from_fields).
@@ -73,6 +75,7 @@ class GemmConfig:
     quantize_a_once: bool = False    # A quantized by a kernel of its own, then the GEMM on it
     wave_split_k: int = 1            # K slices of each K tile, one per group of waves
     path: str = "preshuffle"         # which launcher serves it (GEMM_PATHS)
+    swap_ab: bool = False            # "hopper" only: each tile computed as C^T = B @ A^T
 
     def __post_init__(self):
         problems = []
@@ -96,6 +99,8 @@ class GemmConfig:
                             f">= {SCALED_MFMA_K} of block_k={self.block_k} to a slice")
         if self.num_xcds < 1:
             problems.append(f"num_xcds={self.num_xcds} must be >= 1")
+        if self.swap_ab and self.path != "hopper":
+            problems.append("swap_ab needs path='hopper'")
         if self.path not in GEMM_PATHS:
             problems.append(f"path={self.path!r} is not one of {', '.join(GEMM_PATHS)}")
         elif self.path in PATH_FIELDS:
@@ -128,7 +133,9 @@ class GemmConfig:
                    self.b_scales_first is not None
                    and ("bs-first" if self.b_scales_first else "bs-last"),
                    self.quantize_a_once and "a-once",
-                   self.wave_split_k > 1 and f"wk{self.wave_split_k}")
+                   self.wave_split_k > 1 and f"wk{self.wave_split_k}",
+                   self.path == "hopper" and "hopper",
+                   self.swap_ab and "swap")
         return " ".join([text] + [option for option in options if option])
 
     @property
@@ -245,8 +252,41 @@ def gfx950_heuristic(m: int, n: int, k: int) -> GemmConfig:
                       num_stages=1 if k_tiles // split_k <= 1 else 2)
 
 
+# The hopper path serves untuned sm_90 shapes up to this M: there it measured faster than
+# F.linear in bf16 and than the best preshuffle configs measured; at M 32 and 64 it did not
+# (docs/results.md). hopper_config itself covers M up to 64.
+HOPPER_MAX_M = 16
+# Split K (powers of two) while the grid stays within this many programs: about three per SM
+# of an H100 or H200 (132 SMs), where the decode shapes measured fastest.
+_HOPPER_MAX_PROGRAMS = 400
+
+
+def hopper_config(m: int, n: int, k: int) -> GemmConfig:
+    """The sm_90 rule of the hopper path (kernels.hopper_gemm) for M up to 64, from the
+    measurements in docs/results.md: up to 64 rows of A a tile, the tile transposed (N fills
+    the MMA's 64 rows), BLOCK_K 256, three stages at BLOCK_M 16 (one above: two spilled), and
+    K split, summed by the last program, while the grid stays within _HOPPER_MAX_PROGRAMS."""
+    block_m = min(max(16, triton.next_power_of_2(m)), 64)
+    block_n = 128 if block_m == 64 else 64
+    tiles = formats.cdiv(m, block_m) * formats.cdiv(n, block_n)
+    k_tiles = formats.cdiv(k, 256)
+    split_k = 1
+    while 2 * split_k <= k_tiles and 2 * split_k * tiles <= _HOPPER_MAX_PROGRAMS:
+        split_k *= 2
+    return GemmConfig(block_m, block_n, 256, split_k=split_k, split_k_reduce="last_program",
+                      num_warps=8 if block_m == 64 else 4, num_stages=3 if block_m == 16 else 1,
+                      swap_ab=True, path="hopper")
+
+
 def sm90_heuristic(m: int, n: int, k: int) -> GemmConfig:
-    """sm_90 (and NVIDIA): BLOCK_K 256 and tiles that compile without spilling under Triton
+    """sm_90 (and NVIDIA): the hopper path up to M = HOPPER_MAX_M, else sm90_preshuffle."""
+    if m <= HOPPER_MAX_M:
+        return hopper_config(m, n, k)
+    return sm90_preshuffle(m, n, k)
+
+
+def sm90_preshuffle(m: int, n: int, k: int) -> GemmConfig:
+    """The preshuffle GEMM on sm_90: BLOCK_K 256 and tiles that compile without spilling under Triton
     3.6.0 (255 registers a thread; tools.tune's sm_90 winners, or their nearest neighbour
     that does not spill): 16x64 with 4 warps up to M = 16, 32x64 with 8 warps up to 32,
     64x64 with 8 warps below QUANTIZE_ONCE_MIN_M, then A quantized once and 128x64 tiles.

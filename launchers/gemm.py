@@ -29,6 +29,7 @@ from kernels.quantize import (checked_quantizer, quantize_kernel, quantize_launc
                               quantized_outputs)
 from kernels.preshuffle_gemm import (a_rows, gemm_arguments, gemm_grid, gemm_tiles,
                                      preshuffle_gemm_kernel, scales_view, weight_view)
+from kernels.hopper_gemm import hopper_arguments, hopper_gemm_kernel
 from kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
 from launchers.bypass import KernelLaunch, aligned, backend_options
 from launchers.configs import GemmConfig
@@ -118,6 +119,9 @@ def quantize_spec(backend: str, m: int, k: int, a_strides: tuple, device, quanti
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
                  device, quantizer: str = "software", a_prequantized: bool = False) -> list:
     checked_quantizer(quantizer)
+    if config.path == "hopper" and (backend == "hip" or quantizer != "software"):
+        raise ValueError(f"the hopper GEMM path runs on CUDA and the interpreter with the "
+                         f"software quantizer, not on {backend} with {quantizer!r}")
     quant_fast_path = backend not in WITHOUT_QUANT_FAST_PATH
     specs = []
     if config.quantize_a_once and not a_prequantized:
@@ -137,20 +141,34 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
     c = _output(m, n, device)
     partials = _partials(m, n, splits, device) if splits > 1 else c
     rows = counter_rows(config, m, n, k, device, rows=1)
-    gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, partials,
-                               c if rows is None else rows[0], m, n, k, block_m=config.block_m, block_n=config.block_n,
-                               block_k=config.block_k, group_m=config.group_m, splits=splits,
-                               split_size=split_size, reduce_in_gemm=reduce_in_gemm,
-                               cache_modifier=config.cache_modifier, quantizer=quantizer,
-                               quant_fast_path=quant_fast_path,
-                               a_scales=a_scales, num_xcds=config.num_xcds,
-                               store_modifier=config.store_modifier,
-                               splitk_sync=splitk_sync(backend),
-                               threads=threads_per_program(config.num_warps, backend),
-                               scales_first=config.loads_b_scales_first,
-                               rows=program_rows(config, backend, m, a_prequantized),
-                               wave_split_k=config.wave_split_k)
-    specs.append(LaunchSpec("gemm", preshuffle_gemm_kernel,
+    counters = c if rows is None else rows[0]
+    threads = threads_per_program(config.num_warps, backend)
+    if config.path == "hopper":
+        kernel = hopper_gemm_kernel
+        gemm_args = hopper_arguments(a, weight_view(b), scales_view(b_scales), c, partials,
+                                     counters, m, n, k, block_m=config.block_m,
+                                     block_n=config.block_n, block_k=config.block_k,
+                                     group_m=config.group_m, splits=splits,
+                                     split_size=split_size, reduce_in_gemm=reduce_in_gemm,
+                                     cache_modifier=config.cache_modifier,
+                                     store_modifier=config.store_modifier, a_scales=a_scales,
+                                     swap_ab=config.swap_ab, threads=threads)
+    else:
+        kernel = preshuffle_gemm_kernel
+        gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, partials,
+                                   counters, m, n, k, block_m=config.block_m, block_n=config.block_n,
+                                   block_k=config.block_k, group_m=config.group_m, splits=splits,
+                                   split_size=split_size, reduce_in_gemm=reduce_in_gemm,
+                                   cache_modifier=config.cache_modifier, quantizer=quantizer,
+                                   quant_fast_path=quant_fast_path,
+                                   a_scales=a_scales, num_xcds=config.num_xcds,
+                                   store_modifier=config.store_modifier,
+                                   splitk_sync=splitk_sync(backend),
+                                   threads=threads,
+                                   scales_first=config.loads_b_scales_first,
+                                   rows=program_rows(config, backend, m, a_prequantized),
+                                   wave_split_k=config.wave_split_k)
+    specs.append(LaunchSpec("gemm", kernel,
                             gemm_grid(m, n, config.block_m, config.block_n, splits),
                             backend_options(backend, num_warps=config.num_warps,
                                             num_stages=config.num_stages,

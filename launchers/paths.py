@@ -6,7 +6,9 @@ from launchers.configs import GemmConfig
 from launchers.dequant import DequantLauncher, dequant_launch_specs
 from launchers.gemm import GemmLauncher, launch_specs
 
-LAUNCHERS = {"preshuffle": GemmLauncher, "dequant": DequantLauncher, "aiter": build_aiter_launcher}
+# GemmLauncher builds either fused GEMM kernel by config.path (launchers.gemm.launch_specs).
+LAUNCHERS = {"preshuffle": GemmLauncher, "dequant": DequantLauncher, "aiter": build_aiter_launcher,
+             "hopper": GemmLauncher}
 
 
 def no_triton_launches(*problem) -> list:
@@ -17,7 +19,7 @@ def no_triton_launches(*problem) -> list:
 # Each path's Triton launches as launchers.gemm.LaunchSpec lists, for the tools that compile
 # them on a CPU for another target (tools.fit: shared memory, registers, spills).
 LAUNCH_SPECS = {"preshuffle": launch_specs, "dequant": dequant_launch_specs,
-                "aiter": no_triton_launches}
+                "aiter": no_triton_launches, "hopper": launch_specs}
 
 
 def build_launcher(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,

@@ -398,6 +398,7 @@ print(json.dumps(dict(
 SYNTHETIC_ASM = """\t.file\t1 "{kernels}" "preshuffle_gemm.py"
 \t.file\t2 "{library}" "standard.py"
 \t.file\t3 "{kernels}" "quantize.py"
+\t.file\t4 "{kernels}" "splitk_reduce.py"
 \t.loc\t1 80 0 prologue_end ; preshuffle_gemm.py:80:0
 \ts_load_dwordx4 s[0:3], s[0:1], 0x0
 .LBB0_1:
@@ -414,7 +415,7 @@ SYNTHETIC_ASM = """\t.file\t1 "{kernels}" "preshuffle_gemm.py"
 \ts_cbranch_scc1 .LBB0_1
 \t.loc\t3 {fast} 5 ; quantize.py:{fast}:5 @[ preshuffle_gemm.py:124:63 ]
 \tv_lshrrev_b32_e32 v1, 8, v1
-\t.loc\t1 {last} 5 ; preshuffle_gemm.py:{last}:5
+\t.loc\t4 {last} 5 ; splitk_reduce.py:{last}:5 @[ preshuffle_gemm.py:170:5 ]
 \tbuffer_load_dwordx4 v[0:3], v1, s[0:3], 0 offen
 \t.loc\t1 0 0 is_stmt 0 ; :0:0
 \ts_endpgm

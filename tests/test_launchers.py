@@ -9,7 +9,8 @@ import torch
 
 import launchers
 from launchers import bypass, configs
-from launchers.configs import GEMM_CONFIGS, TASK_SHAPES, GemmConfig, config_for, heuristic_config
+from launchers.configs import (GEMM_CONFIGS, TASK_SHAPES, GemmConfig, config_for,
+                               heuristic_config)
 from launchers.gemm import GemmLauncher
 
 ARCHES = ("gfx950", "sm_90")

@@ -82,7 +82,7 @@ MAX_WAVES_PER_SIMD = 8
 WAVE = 64
 CVT = "v_cvt_scalef32_pk_fp4_"   # the quantizer instruction: _f32 or _bf16 sources
 QUANTIZER_SOURCE = ROOT / "kernels" / "quantize.py"
-GEMM_SOURCE = ROOT / "kernels" / "preshuffle_gemm.py"
+EPILOGUE_SOURCE = ROOT / "kernels" / "splitk_reduce.py"   # the GEMMs' store_output_tile
 _SCALED_MFMA = re.compile(r"^v_mfma_scale_")
 
 
@@ -169,10 +169,10 @@ def slow_path_lines(path: Path = QUANTIZER_SOURCE) -> range:
     return _quantizer_branch(path)[1]
 
 
-def last_program_lines(path: Path = GEMM_SOURCE) -> range:
+def last_program_lines(path: Path = EPILOGUE_SOURCE) -> range:
     """The source lines only the last program of an output tile runs in a GEMM that reduces
-    split-K in the kernel: the body of `if arrived == SPLIT_K - 1:`."""
-    return _branch_lines(path, "preshuffle_gemm_kernel",
+    split-K in the kernel: the body of `if arrived == SPLIT_K - 1:` in store_output_tile."""
+    return _branch_lines(path, "store_output_tile",
                          lambda test: isinstance(test, ast.Compare)
                          and isinstance(test.left, ast.Name) and test.left.id == "arrived")[0]
 
@@ -187,7 +187,7 @@ def branch_side(project: dict, last_program: bool = True):
         frames = _frames(instruction, project)
         if any(path == QUANTIZER_SOURCE and line in slow for path, line in frames):
             return "off"
-        if any(path == GEMM_SOURCE and line in last for path, line in frames):
+        if any(path == EPILOGUE_SOURCE and line in last for path, line in frames):
             return "on" if last_program else "off"
         if any(path == QUANTIZER_SOURCE and line in fast for path, line in frames):
             return "on"
