@@ -165,6 +165,14 @@ def test_each_arch_takes_its_familys_heuristic(arch, rules):
     assert heuristic_config(arch, 8, 4096, 4096) == configs.HEURISTICS[rules](8, 4096, 4096)
 
 
+@pytest.mark.parametrize("m", [1, 7, configs.HOPPER_MAX_M, configs.HOPPER_MAX_M + 1, 64, 1000])
+def test_sm90_serves_the_hopper_path_up_to_its_m_and_the_preshuffle_gemm_above(m):
+    expected = (configs.hopper_config(m, 4096, 4096) if m <= configs.HOPPER_MAX_M
+                else configs.sm90_preshuffle(m, 4096, 4096))
+    assert heuristic_config("sm_90", m, 4096, 4096) == expected
+    assert expected.path == ("hopper" if m <= configs.HOPPER_MAX_M else "preshuffle")
+
+
 @pytest.mark.parametrize("m, n, k, split_k", [
     (1, 6144, 4096, 4),       # 16 K tiles: four a split
     (1, 28672, 4096, 4),
@@ -176,7 +184,7 @@ def test_each_arch_takes_its_familys_heuristic(arch, rules):
     (4, 2880, 512, 1),        # two K tiles
 ])
 def test_sm90_splits_k_by_k_tiles_within_the_partials_bound(m, n, k, split_k):
-    config = heuristic_config("sm_90", m, n, k)
+    config = configs.sm90_preshuffle(m, n, k)
     assert config.split_k == split_k
     assert config.split_k_reduce == ("last_program" if split_k > 1 else "kernel")
 
@@ -185,6 +193,6 @@ def test_sm90_splits_k_by_k_tiles_within_the_partials_bound(m, n, k, split_k):
                                       (32, (32, 64, 8)), (33, (64, 64, 8)),
                                       (1023, (64, 64, 8)), (1024, (128, 64, 8))])
 def test_sm90_tiles_by_m(m, tiles):
-    config = heuristic_config("sm_90", m, 4096, 4096)
+    config = configs.sm90_preshuffle(m, 4096, 4096)
     assert (config.block_m, config.block_n, config.num_warps) == tiles
     assert config.block_k == 256 and config.quantize_a_once == (m >= 1024)
