@@ -155,7 +155,8 @@ def test_split_k_shape_is_split():
     assert config_for("interpreter", *SHAPES[0]).split_k == 1
 
 
-def test_bundle_alone_gives_the_package_outputs(bundle, tmp_path):
+def test_bundle_alone_gives_the_package_outputs(bundle, tmp_path, device):
+    """The child runs where this process does: compiled on the GPU, else in the interpreter."""
     (tmp_path / "submission.py").write_text(bundle)
     shutil.copy(ROOT / "task.py", tmp_path)
     expected = []
@@ -163,11 +164,14 @@ def test_bundle_alone_gives_the_package_outputs(bundle, tmp_path):
     for i, (m, n, k) in enumerate(SHAPES):
         a = torch.randn(m, k, generator=gen).bfloat16()
         codes, scales = formats.quantize_mxfp4(torch.randn(n, k, generator=gen).bfloat16())
-        data = (a, None, None, formats.shuffle_weight(codes), formats.e8m0_shuffle(scales, 0xFF))
+        data = tuple(None if x is None else x.to(device) for x in (
+            a, None, None, formats.shuffle_weight(codes), formats.e8m0_shuffle(scales, 0xFF)))
         torch.save(data, tmp_path / f"in{i}.pt")
         expected.append(custom_kernel(data))
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    env.pop("PYTHONPATH", None)
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYTHONPATH", "TRITON_INTERPRET")}
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
     subprocess.run([sys.executable, "-c", CHILD, str(len(SHAPES)), str(ROOT)], cwd=tmp_path, env=env,
                    check=True, capture_output=True, timeout=600)
     for i, want in enumerate(expected):

@@ -465,7 +465,8 @@ def test_the_device_says_interpreter_when_interpreting(fake_child, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert run(SPECS[:1], lambda data: data[0] + 1)[0][1]["device"] == "cpu (Triton interpreter)"
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    assert run(SPECS[:1], lambda data: data[0] + 1)[0][1]["device"] == "cpu"
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    assert run(SPECS[:1], lambda data: data[0] + 1)[0][1]["device"] == gpu
 
 
 # ----------------------------------------------------------------------------- boundaries

@@ -289,6 +289,7 @@ def test_a_winner_with_another_quantizer_says_so_in_its_pin():
     assert "cand 1" in block and block.count("hardware-f32") == 2
 
 
+@pytest.mark.interpreter
 def test_tune_launchers_end_to_end_serves_the_winner_through_launcher_for(monkeypatch, capsys):
     """launchers.tune_launchers on the CPU (interpreter kernels, proofs real, timing faked: the
     table's entry 9 µs, the alternative 1 µs): the winner is what launcher_for then returns for
