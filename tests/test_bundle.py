@@ -401,6 +401,24 @@ def test_outside_a_git_checkout_every_file_of_the_tree_but_dist_counts_as_the_pr
         bundle_module.bundle_output("submission.py")
 
 
+def test_a_tree_copied_inside_another_repository_refuses_to_overwrite_its_entry_point(tmp_path):
+    """The enclosing checkout tracks none of the copy's files: the copy, no checkout of its
+    own, counts its every file as the project's, so `-o submission.py` is refused."""
+    outer = tmp_path / "outer"
+    copy = outer / "vendored" / "mxfp4-mm"
+    for name in ("kernels", "launchers", "tools"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "submission.py", copy)
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    entry = (copy / "submission.py").read_text()
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-m", "tools.bundle", "-o", "submission.py"],
+                          cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "submission.py is a file of the repository" in done.stderr
+    assert (copy / "submission.py").read_text() == entry
+
+
 def test_main_makes_the_output_folders_and_writes_there_again(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(bundle_module, "build_bundle", lambda root, leaderboard, gpu: "bundle\n")
     out = tmp_path / "a" / "b" / "submission.py"
