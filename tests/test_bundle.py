@@ -401,15 +401,28 @@ def test_outside_a_git_checkout_every_file_of_the_tree_but_dist_counts_as_the_pr
         bundle_module.bundle_output("submission.py")
 
 
-def test_a_tree_copied_inside_another_repository_refuses_to_overwrite_its_entry_point(tmp_path):
-    """The enclosing checkout tracks none of the copy's files: the copy, no checkout of its
-    own, counts its every file as the project's, so `-o submission.py` is refused."""
+def _copy_inside_another_repository(tmp_path):
     outer = tmp_path / "outer"
     copy = outer / "vendored" / "mxfp4-mm"
     for name in ("kernels", "launchers", "tools"):
         shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "submission.py", copy)
     subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    return copy
+
+
+def test_a_tree_copied_inside_another_repository_counts_its_files_as_its_own(tmp_path):
+    """The enclosing checkout (which tracks none of the copy's files) is not the tree's own:
+    the copy counts as no checkout, its every file outside dist/ the project's."""
+    copy = _copy_inside_another_repository(tmp_path)
+    assert bundle_module.project_file(copy / "submission.py", copy)
+    assert bundle_module.project_file(copy / "launchers" / "configs.py", copy)
+    assert not bundle_module.project_file(copy / "dist" / "submission.py", copy)
+
+
+def test_a_tree_copied_inside_another_repository_refuses_to_overwrite_its_entry_point(tmp_path):
+    """`python -m tools.bundle -o submission.py` in such a copy is refused; the file stays."""
+    copy = _copy_inside_another_repository(tmp_path)
     entry = (copy / "submission.py").read_text()
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     done = subprocess.run([sys.executable, "-m", "tools.bundle", "-o", "submission.py"],

@@ -143,6 +143,19 @@ def test_a_bad_entry_is_one_line_naming_the_file_and_the_entry_and_nothing_is_ad
     assert configs.FILE_BUCKETS == {} and configs.FILE_SHAPES == {}
 
 
+@pytest.mark.parametrize("entry, name", [
+    (good_entry(m_bucket=48), f"entry 0 (gfx950 N={N} K={K} M bucket 48)"),
+    (good_entry(m_bucket=None, m=0), f"entry 0 (gfx950 N={N} K={K} M=0)"),
+    ("not an object", "entry 0"),
+])
+def test_a_bad_entry_is_named_by_its_arch_n_k_and_m_or_bucket(tmp_path, entry, name):
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps({"entries": [entry]}))
+    with pytest.raises(ConfigFileError) as error:
+        load_configs(path)
+    assert str(error.value).startswith(f"{path}: {name}: ")
+
+
 @pytest.mark.parametrize("text, why", [("{", "not JSON"), ("[]", "expected an object"),
                                        ('{"entries": 3}', "expected an object")])
 def test_a_file_that_is_not_a_list_of_entries_is_one_line_naming_it(tmp_path, text, why):
