@@ -121,6 +121,22 @@ def test_chr_in_the_bundle_names_its_line_and_part():
         check_bundle("#!POPCORN a\n#!POPCORN b\nx = " + "ch" + "r(1)\n")
 
 
+@pytest.mark.parametrize("line, message", [("x = " + "ch" + "r(1)", r"calls chr\(\)"),
+                                           ("import numpy", "imports numpy"),
+                                           ("import aiter", "imports aiter outside a try")])
+def test_a_refused_line_is_named_by_the_module_it_sits_in_not_a_later_one(line, message):
+    text = (f"#!POPCORN a\n{bundle_module.MODULE_MARKER}kernels.formats\n{line}\n"
+            f"{bundle_module.MODULE_MARKER}submission\nY = 2\n")
+    with pytest.raises(BundleError, match=rf"bundle line 3 \(module kernels.formats\): {message}"):
+        check_bundle(text)
+
+
+def test_a_usage_error_is_one_line_naming_the_tool(capsys):
+    with pytest.raises(SystemExit):
+        bundle_module.main(["--gpu", "B200"])
+    assert capsys.readouterr().err.startswith("tools.bundle: argument --gpu: invalid choice")
+
+
 def test_the_size_cap_is_the_runners_1000000_bytes():
     padding = "#" * 1_000_000
     check_bundle("import torch\n" + padding[:1_000_000 - 13])        # exactly 1,000,000 bytes
