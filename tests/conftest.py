@@ -1,7 +1,10 @@
 """Shared test setup: the interpreter on machines without a GPU, the device to test on, the
-Hypothesis profile, and (interpreter only) a guard that fails any access outside its tensor."""
+tests that need the interpreter (in a child process on a GPU machine), the runner's Triton for
+the tests that compile with it, the Hypothesis profile, and (interpreter only) a guard that
+fails any access outside its tensor."""
 
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -12,6 +15,71 @@ from hypothesis import settings
 if not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
+# The first Triton release whose interpreter runs tl.dot_scaled (README's test requirements).
+INTERPRETER_TRITON = (3, 9)
+CHILD_TIMEOUT_S = 1800
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "interpreter: runs in Triton's interpreter; on a GPU machine in a child "
+                   "process with TRITON_INTERPRET=1, skipped where its Triton cannot interpret "
+                   "the kernels")
+
+
+def _interpreter_triton_missing() -> str:
+    """Why this Triton cannot interpret the project's kernels, or ""."""
+    import triton      # here: Triton reads TRITON_INTERPRET when imported, set above
+    release = tuple(int(part) for part in triton.__version__.split(".")[:2])
+    if release >= INTERPRETER_TRITON:
+        return ""
+    return (f"needs Triton >= {'.'.join(map(str, INTERPRETER_TRITON))}'s interpreter "
+            f"(tl.dot_scaled); this is Triton {triton.__version__}")
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("interpreter") and not interpreting():
+        missing = _interpreter_triton_missing()
+        if missing:
+            pytest.skip(missing)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test marked `interpreter`, outside the interpreter: the same test in a child pytest
+    with TRITON_INTERPRET=1; its failure or skip is this test's."""
+    if pyfuncitem.get_closest_marker("interpreter") is None or interpreting():
+        return None
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "no:xdist",
+         pyfuncitem.nodeid], cwd=pyfuncitem.config.rootpath,
+        env=dict(os.environ, TRITON_INTERPRET="1"), capture_output=True, text=True,
+        timeout=CHILD_TIMEOUT_S)
+    output = done.stdout + done.stderr
+    if done.returncode:
+        pytest.fail(f"in the interpreter (a child pytest):\n{output[-6000:]}", pytrace=False)
+    skipped = [line for line in output.splitlines() if line.startswith("SKIPPED")]
+    if skipped:
+        pytest.skip(f"in the interpreter: {skipped[0].partition(': ')[2]}")
+    return True
+
+
+@pytest.fixture(scope="session")
+def runners_triton():
+    """The PYTHONPATH entries that give a child process the runner's Triton (none where it is
+    the installed one, else its side install, made on first use); the test skips where that
+    install fails (no network)."""
+    import triton
+    from tools.gfx950.cross_compile import RUNNER_TRITON, SideInstallError, triton_paths
+    try:
+        return triton_paths(RUNNER_TRITON)
+    except SideInstallError as error:
+        pytest.skip(f"needs Triton {RUNNER_TRITON} (installed: {triton.__version__}): {error}")
+
 # The same examples on every run and every machine: CI failures reproduce.
 settings.register_profile("reproducible", derandomize=True, print_blob=True)
 settings.load_profile("reproducible")
@@ -20,7 +88,7 @@ settings.load_profile("reproducible")
 @pytest.fixture
 def device():
     """Where the kernels run: the GPU when one is present and not interpreting, else the CPU."""
-    if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    if torch.cuda.is_available() and not interpreting():
         return "cuda"
     return "cpu"
 
@@ -93,7 +161,7 @@ class BoundsGuard:
 @pytest.fixture(autouse=True)
 def bounds_guard(monkeypatch):
     """Interpreter only: every kernel access must stay inside its tensor (BoundsGuard)."""
-    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    if not interpreting():
         yield None
         return
     from triton.runtime import interpreter

@@ -63,3 +63,10 @@ def test_a_call_quantizes_shuffles_and_multiplies_with_the_preshuffled_weight(mo
     assert dtype == torch.bfloat16 and preshuffled is True
     assert out.shape == (m, n) and out.dtype == torch.bfloat16
     assert torch.equal(out.float(), torch.arange(m * n, dtype=torch.float32).view(m, n))
+
+
+def test_the_launcher_names_what_serves():
+    """What tools.check prints as the config of the shape's launcher (aiter's has no GemmConfig)."""
+    launcher = aiter_path.AiterLauncher(3, 32)
+    assert launcher.config == "aiter dynamic_mxfp4_quant + gemm_a4w4"
+    assert (launcher.splits, launcher.launches_per_call, launcher.is_direct) == (1, 3, False)

@@ -121,6 +121,22 @@ def test_chr_in_the_bundle_names_its_line_and_part():
         check_bundle("#!POPCORN a\n#!POPCORN b\nx = " + "ch" + "r(1)\n")
 
 
+@pytest.mark.parametrize("line, message", [("x = " + "ch" + "r(1)", r"calls chr\(\)"),
+                                           ("import numpy", "imports numpy"),
+                                           ("import aiter", "imports aiter outside a try")])
+def test_a_refused_line_is_named_by_the_module_it_sits_in_not_a_later_one(line, message):
+    text = (f"#!POPCORN a\n{bundle_module.MODULE_MARKER}kernels.formats\n{line}\n"
+            f"{bundle_module.MODULE_MARKER}submission\nY = 2\n")
+    with pytest.raises(BundleError, match=rf"bundle line 3 \(module kernels.formats\): {message}"):
+        check_bundle(text)
+
+
+def test_a_usage_error_is_one_line_naming_the_tool(capsys):
+    with pytest.raises(SystemExit):
+        bundle_module.main(["--gpu", "B200"])
+    assert capsys.readouterr().err.startswith("tools.bundle: argument --gpu: invalid choice")
+
+
 def test_the_size_cap_is_the_runners_1000000_bytes():
     padding = "#" * 1_000_000
     check_bundle("import torch\n" + padding[:1_000_000 - 13])        # exactly 1,000,000 bytes
@@ -155,7 +171,8 @@ def test_split_k_shape_is_split():
     assert config_for("interpreter", *SHAPES[0]).split_k == 1
 
 
-def test_bundle_alone_gives_the_package_outputs(bundle, tmp_path):
+def test_bundle_alone_gives_the_package_outputs(bundle, tmp_path, device):
+    """The child runs where this process does: compiled on the GPU, else in the interpreter."""
     (tmp_path / "submission.py").write_text(bundle)
     shutil.copy(ROOT / "task.py", tmp_path)
     expected = []
@@ -163,11 +180,14 @@ def test_bundle_alone_gives_the_package_outputs(bundle, tmp_path):
     for i, (m, n, k) in enumerate(SHAPES):
         a = torch.randn(m, k, generator=gen).bfloat16()
         codes, scales = formats.quantize_mxfp4(torch.randn(n, k, generator=gen).bfloat16())
-        data = (a, None, None, formats.shuffle_weight(codes), formats.e8m0_shuffle(scales, 0xFF))
+        data = tuple(None if x is None else x.to(device) for x in (
+            a, None, None, formats.shuffle_weight(codes), formats.e8m0_shuffle(scales, 0xFF)))
         torch.save(data, tmp_path / f"in{i}.pt")
         expected.append(custom_kernel(data))
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    env.pop("PYTHONPATH", None)
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYTHONPATH", "TRITON_INTERPRET")}
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
     subprocess.run([sys.executable, "-c", CHILD, str(len(SHAPES)), str(ROOT)], cwd=tmp_path, env=env,
                    check=True, capture_output=True, timeout=600)
     for i, want in enumerate(expected):
@@ -395,6 +415,37 @@ def test_outside_a_git_checkout_every_file_of_the_tree_but_dist_counts_as_the_pr
     monkeypatch.chdir(copy)
     with pytest.raises(argparse.ArgumentTypeError, match="submission.py is a file of the"):
         bundle_module.bundle_output("submission.py")
+
+
+def _copy_inside_another_repository(tmp_path):
+    outer = tmp_path / "outer"
+    copy = outer / "vendored" / "mxfp4-mm"
+    for name in ("kernels", "launchers", "tools"):
+        shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "submission.py", copy)
+    subprocess.run(["git", "init", "-q", str(outer)], check=True)
+    return copy
+
+
+def test_a_tree_copied_inside_another_repository_counts_its_files_as_its_own(tmp_path):
+    """The enclosing checkout (which tracks none of the copy's files) is not the tree's own:
+    the copy counts as no checkout, its every file outside dist/ the project's."""
+    copy = _copy_inside_another_repository(tmp_path)
+    assert bundle_module.project_file(copy / "submission.py", copy)
+    assert bundle_module.project_file(copy / "launchers" / "configs.py", copy)
+    assert not bundle_module.project_file(copy / "dist" / "submission.py", copy)
+
+
+def test_a_tree_copied_inside_another_repository_refuses_to_overwrite_its_entry_point(tmp_path):
+    """`python -m tools.bundle -o submission.py` in such a copy is refused; the file stays."""
+    copy = _copy_inside_another_repository(tmp_path)
+    entry = (copy / "submission.py").read_text()
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-m", "tools.bundle", "-o", "submission.py"],
+                          cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "submission.py is a file of the repository" in done.stderr
+    assert (copy / "submission.py").read_text() == entry
 
 
 def test_main_makes_the_output_folders_and_writes_there_again(tmp_path, capsys, monkeypatch):

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNNER_TRITON = "3.6.0"
 ENV = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
 FORMS = {"hardware": "v_cvt_scalef32_pk_fp4_bf16", "hardware-f32": "v_cvt_scalef32_pk_fp4_f32"}
 
@@ -108,12 +107,10 @@ def clobbered_reads(block: list) -> list:
 
 
 @pytest.fixture(scope="module")
-def assembly(tmp_path_factory):
-    from tools.gfx950.cross_compile import side_triton
+def assembly(tmp_path_factory, runners_triton):
     folder = tmp_path_factory.mktemp("asm")
     (folder / "gemm_probe.py").write_text(PROBE)
-    env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT),
-                                                str(folder)]))
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([*runners_triton, str(ROOT), str(folder)]))
     done = subprocess.run([sys.executable, "-m", "gemm_probe", str(folder)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]

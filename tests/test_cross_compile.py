@@ -7,8 +7,9 @@ v_cvt_scalef32_pk_fp4_bf16 ("hardware") or _f32 ("hardware-f32") and no hazard a
 its inline asm (tools.gfx950.hazards). Every GEMM must use a scaled MFMA; no kernel may use
 scratch or spill; every kernel has a critical path (tools.gfx950.critical_path) and a modelled
 time (tools.gfx950.model); the search ranks the config space by it (tools.gfx950.search).
-Compiling needs real JIT functions, so tools.isa runs in a process without the interpreter; it
-installs Triton 3.6.0 into .triton/3.6.0 on first use (about a minute, once).
+Compiling needs real JIT functions, so tools.isa runs in a process without the interpreter,
+with the installed Triton where it is 3.6.0, else one it installs into .triton/3.6.0 on first use
+(about a minute, once); where that install fails (no network) the tests skip.
 """
 
 import json
@@ -29,10 +30,9 @@ SCALED_MFMA = ("v_mfma_scale_f32_16x16x128_f8f6f4", "v_mfma_scale_f32_32x32x64_f
 ENV = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
 
 
-def _with_runners_triton(script: str, timeout=900):
-    """`python -c script` with the runner's Triton (the side install) first on the path."""
-    from tools.gfx950.cross_compile import side_triton
-    env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT)]))
+def _with_runners_triton(script: str, runners_triton: list, timeout=900):
+    """`python -c script` with the runner's Triton (conftest's runners_triton) on the path."""
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([*runners_triton, str(ROOT)]))
     return subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -43,7 +43,7 @@ def _isa(*args, timeout=900):
 
 
 @pytest.fixture(scope="module", params=["software", "hardware", "hardware-f32"])
-def isa_rows(request, tmp_path_factory):
+def isa_rows(request, tmp_path_factory, runners_triton):
     folder = tmp_path_factory.mktemp("isa")
     out = folder / f"{request.param}.json"
     done = _isa("--arch", "gfx950", "--quantizer", request.param, "--json", str(out),
@@ -94,14 +94,13 @@ print(compiled.asm["amdgcn"])
 '''
 
 
-def test_the_hazard_check_flags_a_kernel_with_conversions_chained_into_one_word(tmp_path):
+def test_the_hazard_check_flags_a_kernel_with_conversions_chained_into_one_word(tmp_path,
+                                                                                runners_triton):
     """Four conversions into one VGPR, each reading the bytes the previous one wrote (the
     quantizer's asm before it interleaved two words), compiled by Triton 3.6.0 for gfx950."""
-    from tools.gfx950.cross_compile import side_triton
     from tools.gfx950.hazards import asm_hazards
     (tmp_path / "chained_probe.py").write_text(CHAINED_PROBE)
-    env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT),
-                                                str(tmp_path)]))
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([*runners_triton, str(ROOT), str(tmp_path)]))
     done = subprocess.run([sys.executable, "-m", "chained_probe"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -306,7 +305,7 @@ def test_the_compiled_split_k_hand_over_holds_and_each_single_break_of_it_fails(
 
 
 def test_every_import_time_candidate_compiles_without_spills_and_splits_release_ordered(
-        tmp_path):
+        tmp_path, runners_triton):
     """tools.isa --candidates: each gfx950 candidate of the tuner (the table's entry first),
     every kernel, Triton 3.6.0; each in-kernel split-K reduce is release-ordered; every kernel
     has no conversion hazard and a critical path."""
@@ -334,10 +333,10 @@ def test_every_import_time_candidate_compiles_without_spills_and_splits_release_
     _assert_critical_paths(rows)
 
 
-def test_narrow_tiles_with_fewer_warps_have_less_mfma_replication():
+def test_narrow_tiles_with_fewer_warps_have_less_mfma_replication(runners_triton):
     """16x32x512 tiles: 4 warps issue 4x the MFMAs they need, 2 warps 2x; with 1 warp Triton
     3.6 gives up the scaled MFMA and multiplies in bf16 (once)."""
-    done = _with_runners_triton(NARROW)
+    done = _with_runners_triton(NARROW, runners_triton)
     assert done.returncode == 0, done.stderr[-2000:]
     narrow = {int(w): row for w, row in json.loads(done.stdout).items()}
     assert [narrow[w]["mfma_replication"] for w in (1, 2, 4)] == [1.0, 2.0, 4.0]
@@ -355,12 +354,12 @@ print(json.dumps({w: call_rows((4, 2880, 512), GemmConfig(16, 32, 512, num_warps
 """
 
 
-def test_the_search_ranks_eligible_calls_by_their_worst_modelled_time():
+def test_the_search_ranks_eligible_calls_by_their_worst_modelled_time(runners_triton):
     """tools.gfx950.search on 4x2880x512 with a reduced space: stage 1 tries every tile and
     split, stage 2 each neighbour of the best and of each member's best; ranked() keeps the
     eligible calls by the family's maximum (the minimax call first); members_best() gives each
     member's own best; tools.isa --sweep prints them."""
-    done = _with_runners_triton(SEARCH)
+    done = _with_runners_triton(SEARCH, runners_triton)
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout)
     assert found["stage1"] == [[16, 32, 512, 1], [16, 64, 512, 1]]
@@ -483,7 +482,7 @@ def test_quantizer_attribution_and_branch_sides_follow_the_inlining_chain(tmp_pa
         assert found_path["busiest_simd_cycles"] == [2 * 4 * 28] * 2
 
 
-def test_sm90_report_counts_the_quantizer_and_the_mma(tmp_path):
+def test_sm90_report_counts_the_quantizer_and_the_mma(tmp_path, runners_triton):
     """tools.isa --arch sm_90: every sm_90 entry compiles to PTX with MMA instructions, and
     pre-quantizing A removes instructions (the in-register quantizer's share)."""
     out = tmp_path / "sm90.json"
@@ -518,7 +517,8 @@ def test_usage_errors_exit_2_and_cross_compile_explains_itself():
     assert done.returncode == 2 and "4,2888,512" in done.stderr
 
 
-def test_the_quantize_once_launches_compile_clean_for_gfx950_and_the_sweep_writes_a_file(tmp_path):
+def test_the_quantize_once_launches_compile_clean_for_gfx950_and_the_sweep_writes_a_file(
+        tmp_path, runners_triton):
     """tools.isa --sweep on an N,K pair at a small and a large M: per shape a chosen path and
     its config, the quantize-once path only at the large M, every compiled call of either path
     without a spill, scratch or hazard, and the choices written as bucket entries that load."""

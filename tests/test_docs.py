@@ -173,6 +173,7 @@ def readme_block(heading: str) -> str:
     return "\n".join(line[4:] for line in lines[start:end])
 
 
+@pytest.mark.interpreter
 def test_readmes_cpu_snippet_runs():
     """README's "On a CPU" block, as a user pastes it: a fresh process, no TRITON_INTERPRET
     set beforehand (the block sets it), the repository root as the working directory."""

@@ -292,6 +292,41 @@ def test_small_cache_clear_warns(monkeypatch, capsys):
     assert "warning: --clear-bytes is under 4x the L2" in capsys.readouterr().out
 
 
+def test_a_child_that_fails_importing_the_project_before_it_is_ready_says_why(monkeypatch):
+    """No ready message came, so the child counts as isolated (a --submission file outside
+    the root, imported alone): the hint follows the failure, flushed as it is printed."""
+    def fake_child(*args):
+        yield {"type": "fatal", "message": "ModuleNotFoundError: No module named 'kernels'"}
+        yield {"type": "exit", "code": 1}
+
+    stdout = FlushRecorder()
+    monkeypatch.setattr(sys, "stdout", stdout)
+    monkeypatch.setattr(evaluate, "gpu_available", lambda: False)
+    monkeypatch.setattr(evaluate, "run_child", fake_child)
+    assert evaluate.main(["test", "--shapes", SMALL]) == 1
+    assert ("(a --submission file outside the project root is imported alone, as on the runner: "
+            "it must not import the project's packages)") in stdout.flushed_lines()
+
+
+def test_without_a_gpu_the_test_mode_says_it_runs_the_interpreter(monkeypatch, capsys):
+    monkeypatch.setattr(evaluate, "gpu_available", lambda: False)
+    monkeypatch.setattr(evaluate, "run_mode", lambda args, mode, specs, env: REPORT)
+    assert evaluate.main(["test", "--shapes", SMALL]) == 0
+    assert capsys.readouterr().out.startswith(
+        "no GPU: running the submission through the Triton interpreter, which is slow ")
+
+
+def test_the_test_mode_runs_on_a_gpu_under_the_interpreter_too(monkeypatch, capsys):
+    """Only the timing modes refuse TRITON_INTERPRET."""
+    envs = []
+    monkeypatch.setattr(evaluate, "gpu_available", lambda: True)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(evaluate, "run_mode",
+                        lambda args, mode, specs, env: envs.append(env) or REPORT)
+    assert evaluate.main(["test", "--shapes", SMALL]) == 0
+    assert envs[0]["TRITON_INTERPRET"] == "1"
+
+
 def test_timing_refused_under_the_interpreter(monkeypatch, capsys):
     monkeypatch.setattr(evaluate, "gpu_available", lambda: True)
     monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -335,6 +370,8 @@ def test_ranked_runs_the_three_modes_each_after_a_script_run(monkeypatch, capsys
                     ("leaderboard", list(BENCHMARK_SHAPES))]
     out = capsys.readouterr().out
     assert "test: python submission.py" in out and "leaderboard: eval" in out
+    assert f"\n{'step':<30} {'wall s':>8} {'import s':>9} {'limit s':>8}\n" in out
+    assert f"wrote {report}" in out
     data = json.loads(report.read_text())
     assert [step["import_s"] for step in data["steps"]] == [None, 7.0] * 3
     assert [step["limit_s"] for step in data["steps"][1::2]] == [420, 420, 600]
@@ -399,7 +436,7 @@ def fake_child(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "path", list(sys.path))
     seen = []
 
-    def run(specs, custom_kernel, check=None):
+    def run(specs, custom_kernel, check=None, isolated=False, mode="test", max_calls=1):
         def generate_input(m, n, k, seed):
             return (torch.full((m, k), float(seed)), n)
 
@@ -413,8 +450,8 @@ def fake_child(monkeypatch, tmp_path):
         monkeypatch.setitem(sys.modules, "submission", types.SimpleNamespace(
             custom_kernel=custom_kernel, __file__="submission.py"))
         messages = []
-        job = dict(workdir=str(tmp_path), root=str(evaluate.ROOT), isolated=False, mode="test",
-                   specs=specs, clear_bytes=4, max_wall_s=1.0, max_calls=1)
+        job = dict(workdir=str(tmp_path), root=str(evaluate.ROOT), isolated=isolated, mode=mode,
+                   specs=specs, clear_bytes=4, max_wall_s=60.0, max_calls=max_calls)
         assert evaluate._child_run(job, lambda kind, **fields: messages.append((kind, fields))) == 0
         return messages
     return run, seen
@@ -465,7 +502,102 @@ def test_the_device_says_interpreter_when_interpreting(fake_child, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert run(SPECS[:1], lambda data: data[0] + 1)[0][1]["device"] == "cpu (Triton interpreter)"
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    assert run(SPECS[:1], lambda data: data[0] + 1)[0][1]["device"] == "cpu"
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    assert run(SPECS[:1], lambda data: data[0] + 1)[0][1]["device"] == gpu
+
+
+def test_the_ready_message_gives_the_import_time_and_no_l2_in_the_interpreter(fake_child,
+                                                                               monkeypatch):
+    run, _ = fake_child
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    (kind, ready), _ = run(SPECS[:1], lambda data: data[0] + 1)
+    assert kind == "ready" and ready["import_s"] >= 0 and ready["l2_bytes"] == 0
+
+
+def test_an_isolated_child_hides_the_project_from_the_submissions_folder(fake_child, monkeypatch,
+                                                                         tmp_path):
+    run, _ = fake_child
+    hidden = []
+    monkeypatch.setattr(evaluate, "hide_project_modules",
+                        lambda root, folder: hidden.append((root, folder)))
+    (_, ready), _ = run(SPECS[:1], lambda data: data[0] + 1, isolated=True)
+    assert hidden == [(evaluate.ROOT.resolve(), tmp_path.resolve())] and ready["isolated"]
+
+
+class FakeEvent:
+    """torch.cuda.Event with the durations given, in turn (ms)."""
+    durations_ms = []
+
+    def __init__(self, enable_timing):
+        assert enable_timing
+
+    def record(self):
+        pass
+
+    def elapsed_time(self, end):
+        return FakeEvent.durations_ms.pop(0)
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """torch.cuda's timing, synchronize and the cache clear's allocation, faked on the CPU."""
+    real_randn = torch.randn
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch, "randn", lambda *shape, device=None, **kw: real_randn(*shape, **kw))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")      # no GPU name or L2 asked for
+
+
+@pytest.mark.parametrize("mode", ["benchmark", "leaderboard"])
+def test_a_timing_mode_times_each_shape_up_to_its_call_cap_within_the_wall_time(
+        fake_child, fake_cuda, mode):
+    """Durations alternating 1 and 3 µs never meet the error target: the warm-up and each shape
+    run to the call cap (the wall time, 60 s, is far); the leaderboard checks every timed call
+    on a new seed."""
+    run, seen = fake_child
+    calls, step = evaluate.MIN_CALLS + 2, evaluate.LEADERBOARD_SEED_STEP
+    FakeEvent.durations_ms = [0.001, 0.003] * (3 * calls)
+    messages = run(SPECS, lambda data: data[0] + 1, mode=mode, max_calls=calls)
+    assert [kind for kind, _ in messages] == ["ready", "warmup", "result", "result"]
+    assert messages[1][1]["stats"]["n"] == calls
+    results = [fields for kind, fields in messages if kind == "result"]
+    assert [r["index"] for r in results] == [0, 1] and all(r["ok"] for r in results)
+    assert [r["stats"]["n"] for r in results] == [calls, calls]
+    assert {r["stats"]["best"] for r in results} == {1.0}
+    checked = [float(a[0, 0]) for a in seen]
+    if mode == "benchmark":
+        assert checked == [3.0, 3.0, 5.0]
+    else:
+        assert checked == [3.0] + [3.0 + i * step for i in range(calls + 1)] + \
+            [5.0 + i * step for i in range(calls + 1)]
+
+
+def test_the_profile_mode_gives_the_top_20_kernels_by_their_own_gpu_time(fake_child,
+                                                                         monkeypatch):
+    import torch.profiler
+    asked = []
+
+    class Profile:
+        def __init__(self, activities):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def key_averages(self):
+            return self
+
+        def table(self, **options):
+            asked.append(options)
+            return "a table"
+    monkeypatch.setattr(torch.profiler, "profile", Profile)
+    run, _ = fake_child
+    messages = run(SPECS[:1], lambda data: data[0] + 1, mode="profile")
+    assert messages[1][1]["table"] == "a table" and messages[1][1]["ok"]
+    assert asked == [{"sort_by": "self_cuda_time_total", "row_limit": 20}]
 
 
 # ----------------------------------------------------------------------------- boundaries
@@ -998,3 +1130,26 @@ def test_without_shapes_a_mode_takes_its_own_set(mode, shapes):
     from tools import evaluate
     specs = evaluate.resolve_specs(SimpleNamespace(shapes_file=None, shapes=None, mode=mode))
     assert [(s["m"], s["n"], s["k"]) for s in specs] == list(getattr(configs, shapes))
+
+
+def test_the_plot_is_drawn_off_screen_a_pair_of_bars_per_timed_shape(monkeypatch, tmp_path):
+    """matplotlib faked: the Agg backend (no display needed), this submission's mean beside
+    aiter's baseline for each timed row, the geomean in the title, the file written."""
+    from unittest import mock
+    backends, pyplot = [], mock.MagicMock()
+    figure, axes = mock.MagicMock(), mock.MagicMock()
+    pyplot.subplots.return_value = (figure, axes)
+    matplotlib = types.ModuleType("matplotlib")
+    matplotlib.use, matplotlib.pyplot = backends.append, pyplot
+    monkeypatch.setitem(sys.modules, "matplotlib", matplotlib)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", pyplot)
+    stats = evaluate.calculate_stats([8.0, 9.0, 10.0])
+    rows = [evaluate.make_row(dict(m=4, n=2880, k=512, seed=1), True, "", stats),
+            evaluate.make_row(dict(m=8, n=64, k=256, seed=1), False, "bad")]
+    evaluate.write_plot(tmp_path / "p.png", rows, {"mean_us": 9.0}, "benchmark")
+    assert backends == ["Agg"]
+    ours, baseline = axes.bar.call_args_list
+    assert ours.args[1] == [9.0] and ours.kwargs["yerr"] == [[1.0], [1.0]]
+    assert baseline.args[1] == [evaluate.AITER_BASELINES_US[(4, 2880, 512)]]
+    axes.set_title.assert_called_once_with("benchmark: geomean 9.000 µs")
+    figure.savefig.assert_called_once_with(tmp_path / "p.png", dpi=120)

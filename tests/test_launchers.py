@@ -349,3 +349,11 @@ def test_prewarm_builds_each_shape_contiguous_on_the_current_device(recorded_lad
     assert [entry[2:] for entry in recorded_ladder] == [(4, 64, 512, (512, 1), "cuda:0"),
                                                        (8, 96, 1024, (1024, 1), "cuda:0")]
     assert synced == [True]
+
+
+def test_a_second_registration_of_the_op_keeps_the_first():
+    """The bundle imported beside the package (or twice) registers torch.ops.mxfp4_mm.gemm
+    once: the op that callers and compiled graphs hold stays the op."""
+    op = torch.ops.mxfp4_mm.gemm
+    launchers._register_op()
+    assert torch.ops.mxfp4_mm.gemm is op

@@ -91,6 +91,10 @@ def test_the_constructor_takes_the_ops_operands(device):
     (lambda: MXFP4Linear(torch.zeros(32, 64, dtype=torch.uint8),
                          torch.zeros(256, 4, dtype=torch.uint8)),
      "B_scale_sh: expected shape"),
+    (lambda: MXFP4Linear(*formats.prepare_weight(torch.zeros(32, 128, dtype=torch.bfloat16)),
+                         bias=torch.zeros(31)), r"expected a bias of shape \(32,\), got \(31,\)"),
+    (lambda: MXFP4Linear(*formats.prepare_weight(torch.zeros(32, 128, dtype=torch.bfloat16)),
+                         bias=[0.0]), r"expected a bias of shape \(32,\), got \[0.0\]"),
     (lambda: MXFP4Linear.from_linear(torch.nn.Linear(128, 32, dtype=torch.bfloat16))(
         torch.zeros(2, 128)), "expected a bfloat16 input, got torch.float32"),
     (lambda: MXFP4Linear.from_linear(torch.nn.Linear(128, 32, dtype=torch.bfloat16))(

@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 
 from kernels import formats
-from kernels.quantize import (INTERPRETED, _cvt_f32_model, _cvt_model, _largest_outside,
+from kernels.quantize import (_cvt_f32_model, _cvt_model, _largest_outside,
                               fast_path_blocks, quantize_kernel, quantize_rows)
 from launchers.configs import GemmConfig
 from launchers.gemm import GemmLauncher
@@ -20,14 +20,14 @@ CONTEXTS = (0.0, 1.0, 1.75, 6.0, 2.0 ** -126, 2.0 ** -133, 1.5 * 2.0 ** 100, 3.3
 # The hardware quantizer runs here only as the interpreter's model of the instruction.
 # (QUANTIZER, FAST_PATH): the software recipe with and without the uniform fast path (NVIDIA's
 # GEMM has none), and the hardware quantizers (both forms), which always have it.
+# On a GPU machine the hardware forms run in the interpreter too (conftest's `interpreter`
+# mark): the asm runs on gfx950 only.
 QUANTIZERS = [pytest.param(("software", True), id="software"),
               pytest.param(("software", False), id="software-without-fast-path"),
-              pytest.param(("hardware", True), id="hardware", marks=pytest.mark.skipif(
-                  not INTERPRETED.value, reason="the asm runs on gfx950 only")),
+              pytest.param(("hardware", True), id="hardware", marks=pytest.mark.interpreter),
               pytest.param(("hardware-f32", True), id="hardware-f32",
-                           marks=pytest.mark.skipif(not INTERPRETED.value,
-                                                    reason="the asm runs on gfx950 only"))]
-interpreter_only = pytest.mark.skipif(not INTERPRETED.value, reason="the model is the interpreter's")
+                           marks=pytest.mark.interpreter)]
+interpreter_only = pytest.mark.interpreter     # the model is the interpreter's
 
 
 def run_kernel(x, block_m, quantizer):

@@ -95,6 +95,12 @@ def test_release_order_accepts_the_write_through_hand_over():
     # the wait moved after the counter's atomic
     (ORDERED.replace("\ts_waitcnt vmcnt(0)\n\tv_cmp_eq", "\tv_cmp_eq").replace(
         "s[4:5] sc0\n", "s[4:5] sc0\n\ts_waitcnt vmcnt(0)\n"), "no unconditional s_waitcnt"),
+    # the wait weakened: one store may still be in flight, or a wait for LDS and scalar
+    # memory (lgkmcnt) that waits for no store
+    (ORDERED.replace("\ts_waitcnt vmcnt(0)\n\tv_cmp_eq", "\ts_waitcnt vmcnt(1)\n\tv_cmp_eq"),
+     "no unconditional s_waitcnt"),
+    (ORDERED.replace("\ts_waitcnt vmcnt(0)\n\tv_cmp_eq", "\ts_waitcnt lgkmcnt(0)\n\tv_cmp_eq"),
+     "no unconditional s_waitcnt"),
     # the wait only under a branch
     (ORDERED.replace("\ts_waitcnt vmcnt(0)\n\tv_cmp_eq", "\ts_cbranch_execz .LBB0_9\n"
                      "\ts_waitcnt vmcnt(0)\n\tv_cmp_eq"), "no unconditional s_waitcnt"),

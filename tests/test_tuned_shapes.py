@@ -80,6 +80,35 @@ def test_a_file_round_trips_and_a_later_entry_for_the_same_key_replaces_the_earl
     assert notes == ["b", "c"]
 
 
+def test_two_files_loaded_in_turn_both_serve(tmp_path):
+    """A second file adds to the first's entries of the same arch, and replaces only its keys."""
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    write_configs(first, [file_entry("gfx950", N, K, config(block_n=32), "a", m_bucket=16),
+                          file_entry("gfx950", N, K, config(block_n=32), "a", m=100)])
+    write_configs(second, [file_entry("gfx950", N, K, config(block_n=128), "b", m_bucket=64),
+                           file_entry("gfx950", N, K, config(block_n=256), "b", m=200)])
+    load_configs(first)
+    load_configs(second)
+    assert config_lookup("gfx950", 9, N, K) == (config(block_n=32), "bucket")
+    assert config_lookup("gfx950", 100, N, K) == (config(block_n=32), "file")
+    assert config_lookup("gfx950", 50, N, K) == (config(block_n=128), "bucket")
+    assert config_lookup("gfx950", 200, N, K) == (config(block_n=256), "file")
+    write_configs(first, [file_entry("gfx950", N, K, config(block_m=64), "c", m_bucket=16)])
+    load_configs(first)
+    assert config_lookup("gfx950", 9, N, K) == (config(block_m=64), "bucket")
+    assert config_lookup("gfx950", 50, N, K) == (config(block_n=128), "bucket")
+
+
+def test_an_entry_at_the_bucket_cap_loads_and_serves_every_m_above_half_the_cap(tmp_path):
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps({"entries": [good_entry(m_bucket=M_BUCKET_CAP)]}))
+    assert load_configs(path) == 1
+    wanted = GemmConfig(64, 128, 256)
+    for m in (5000, M_BUCKET_CAP, 4 * M_BUCKET_CAP):
+        assert config_lookup("gfx950", m, N, K) == (wanted, "bucket"), m
+    assert config_lookup("gfx950", M_BUCKET_CAP // 2, N, K)[1] == "heuristic"
+
+
 def good_entry(**changes):
     entry = {"arch": "gfx950", "n": N, "k": K, "m_bucket": 64,
              "config": {"block_m": 64, "block_n": 128, "block_k": 256}}
@@ -112,6 +141,19 @@ def test_a_bad_entry_is_one_line_naming_the_file_and_the_entry_and_nothing_is_ad
     assert "\n" not in message and message.startswith(f"{path}: entry 1")
     assert why in message
     assert configs.FILE_BUCKETS == {} and configs.FILE_SHAPES == {}
+
+
+@pytest.mark.parametrize("entry, name", [
+    (good_entry(m_bucket=48), f"entry 0 (gfx950 N={N} K={K} M bucket 48)"),
+    (good_entry(m_bucket=None, m=0), f"entry 0 (gfx950 N={N} K={K} M=0)"),
+    ("not an object", "entry 0"),
+])
+def test_a_bad_entry_is_named_by_its_arch_n_k_and_m_or_bucket(tmp_path, entry, name):
+    path = tmp_path / "tuned.json"
+    path.write_text(json.dumps({"entries": [entry]}))
+    with pytest.raises(ConfigFileError) as error:
+        load_configs(path)
+    assert str(error.value).startswith(f"{path}: {name}: ")
 
 
 @pytest.mark.parametrize("text, why", [("{", "not JSON"), ("[]", "expected an object"),
@@ -147,11 +189,20 @@ def test_the_interpreters_notice_names_the_modelled_sweep(capsys):
     assert f"python -m tools.isa --sweep {N},{K} --m 4 --configs FILE" in capsys.readouterr().err
 
 
-def test_quiet_silences_the_notice_but_the_shape_is_still_listed(capsys, monkeypatch):
-    monkeypatch.setenv(configs.QUIET_VARIABLE, "1")
+@pytest.mark.parametrize("value", ["1", "yes", "true"])
+def test_quiet_set_to_anything_but_0_silences_the_notice_but_the_shape_is_still_listed(
+        capsys, monkeypatch, value):
+    monkeypatch.setenv(configs.QUIET_VARIABLE, value)
     note_untuned("sm_90", 100, N, K, heuristic_config("sm_90", 100, N, K))
     assert capsys.readouterr().err == ""
     assert untuned_shapes() == [(N, K, 128)]
+
+
+@pytest.mark.parametrize("value", ["0", ""])
+def test_quiet_set_to_0_or_empty_keeps_the_notice(capsys, monkeypatch, value):
+    monkeypatch.setenv(configs.QUIET_VARIABLE, value)
+    note_untuned("sm_90", 100, N, K, heuristic_config("sm_90", 100, N, K))
+    assert "untuned shape" in capsys.readouterr().err
 
 
 def test_a_shape_with_a_file_entry_takes_no_notice_and_is_proven_with_its_config(

@@ -181,10 +181,12 @@ def test_candidate_lists_start_with_the_table_entry_and_hold_at_most_eight(arch,
 
 
 class FakeLoop:
-    """Times the table's entry (the first launcher) at 9 µs, every other at 1 µs."""
+    """Times the table's entry (the first launcher) at 9 µs, every other at 1 µs; records the
+    device of each loop made."""
+    devices = []
 
-    def __init__(self, *args, **kwargs):
-        pass
+    def __init__(self, *args, device=None, **kwargs):
+        FakeLoop.devices.append(device)
 
     def time_interleaved(self, calls, count):
         return [[9.0 + 0.1 * (-1) ** i if index == 0 else 1.0 + 0.1 * (-1) ** i
@@ -205,10 +207,12 @@ def test_tune_never_times_or_chooses_a_candidate_that_fails_its_proof(monkeypatc
     assert len(tuner.candidate_configs("gfx950", shape)) > 1
     monkeypatch.setattr(tuner, "build_launcher", WrongLauncher)
     monkeypatch.setattr(tuner, "RunnerLoop", FakeLoop)
+    monkeypatch.setattr(FakeLoop, "devices", [])
     monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
     served = Served(config_for("gfx950", *shape))
     replacements = tuner.tune([shape], lambda s: served, "cpu", "gfx950", "interpreter")
     assert replacements == {}
+    assert FakeLoop.devices == ["cpu"]        # its cache clear on the tuned device
     block = capsys.readouterr().err
     rows = [line for line in block.splitlines() if line.startswith("  4x2880x512 ")]
     assert len(rows) == len(tuner.candidate_configs("gfx950", shape))
@@ -289,6 +293,7 @@ def test_a_winner_with_another_quantizer_says_so_in_its_pin():
     assert "cand 1" in block and block.count("hardware-f32") == 2
 
 
+@pytest.mark.interpreter
 def test_tune_launchers_end_to_end_serves_the_winner_through_launcher_for(monkeypatch, capsys):
     """launchers.tune_launchers on the CPU (interpreter kernels, proofs real, timing faked: the
     table's entry 9 µs, the alternative 1 µs): the winner is what launcher_for then returns for

@@ -17,8 +17,9 @@ outside the interpreter (TRITON_INTERPRET unset).
 
 `side_triton(version)` returns ROOT/.triton/<version>, a Triton installed from the package
 index with `pip install --target ... --no-deps` on first use (the project's torch stays), and
-`run_with_triton(version, module_args)` runs `python -m <module_args>` with that folder first
-on PYTHONPATH.
+`triton_paths(version)` gives the PYTHONPATH entries for that release (none where this process
+runs it), and `run_with_triton(version, module_args)` runs `python -m <module_args>` with them
+first on PYTHONPATH.
 """
 
 import os
@@ -123,11 +124,15 @@ def side_triton(version: str) -> Path:
     return folder
 
 
+def triton_paths(version: str) -> list:
+    """The PYTHONPATH entries that give a child process Triton <version>: none where this
+    process runs that version, else its side install (side_triton)."""
+    return [] if version == triton.__version__ else [str(side_triton(version))]
+
+
 def run_with_triton(version: str, module_args: list) -> int:
-    """`python -m <module_args>` in ROOT with Triton <version> (the side install, unless this
-    process already runs that version)."""
-    side = [] if version == triton.__version__ else [str(side_triton(version))]
-    paths = side + [str(ROOT)] + [
+    """`python -m <module_args>` in ROOT with Triton <version> (triton_paths)."""
+    paths = triton_paths(version) + [str(ROOT)] + [
         p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
     env[SIDE_TRITON_ENV] = version
