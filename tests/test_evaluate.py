@@ -1001,6 +1001,7 @@ def test_the_project_modules_are_its_py_files_and_packages(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "notes.txt").write_text("")
     assert evaluate.project_module_names(tmp_path) == {"alpha", "pkg"}
+    assert {"mxfp4_mm", "kernels", "task"} <= evaluate.project_module_names(evaluate.ROOT)
 
 
 def test_the_folder_only_finder_finds_project_modules_in_its_folder_alone(tmp_path):

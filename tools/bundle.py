@@ -2,10 +2,11 @@
 
     python -m tools.bundle [-o dist/submission.py] [--leaderboard NAME] [--gpu NAME]
 
-The modules that submission.py reaches through project imports are laid out in dependency
-order in one namespace: project imports are dropped and `module.name` references become
-`name` (so two modules may not define the same top-level name: the build fails, naming
-both). External imports go once at the top. The output is checked: it parses, is under
+The modules that submission.py reaches through project imports (of mxfp4_mm.kernels and
+mxfp4_mm.launchers) are laid out in dependency order in one namespace: project imports are
+dropped and `module.name` references become `name` (so two modules may not define the same
+top-level name: the build fails, naming both); an import of mxfp4_mm.task becomes one of the
+runner's own task. External imports go once at the top. The output is checked: it parses, is under
 1,000,000 bytes (the runner's limit), imports only the standard library, torch, triton and task (and aiter, inside a
 try/except only: the last-resort path where aiter imports), holds no `chr(` and not the word
 the runner forbids (each module's source is checked first, so the error names the file
@@ -23,7 +24,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "mxfp4_mm"            # the project's top-level name; the bundle names modules without it
 PROJECT_PACKAGES = ("kernels", "launchers")
+RUNNER_MODULES = ("task",)      # files the runner has beside the submission, by their own names
 ALLOWED_IMPORTS = {"torch", "triton", "task"}
 OPTIONAL_IMPORTS = {"aiter"}    # on the runner's machine; allowed only inside try/except
 MAX_BYTES = 1_000_000         # the runner refuses a larger file
@@ -45,31 +48,56 @@ def _module_path(root: Path, name: str) -> Path:
     return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
 
 
-def _project_imports(tree: ast.Module):
+def project_module(name: str):
+    """The project's module `name` without the top-level name ("mxfp4_mm.launchers.gemm" ->
+    "launchers.gemm", "mxfp4_mm" -> ""), or None for another distribution's module."""
+    if name == PACKAGE:
+        return ""
+    return name[len(PACKAGE) + 1:] if name.startswith(PACKAGE + ".") else None
+
+
+def _bundled(name) -> bool:
+    return name is not None and name.split(".")[0] in PROJECT_PACKAGES
+
+
+def _project_imports(tree: ast.Module, root: Path):
     """[(module name, alias bound in this module or None, names imported from it)]."""
     found = []
     for node in tree.body:
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] in PROJECT_PACKAGES:
-                    found.append((alias.name, alias.asname or alias.name, ()))
+                if _bundled(project_module(alias.name)):
+                    found.append((project_module(alias.name), alias.asname or alias.name, ()))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module == PACKAGE:
+            found += [(alias.name, alias.asname or alias.name, ()) for alias in node.names
+                      if _bundled(alias.name) and _module_path(root, alias.name).exists()]
         elif isinstance(node, ast.ImportFrom) and node.module and \
-                node.module.split(".")[0] in PROJECT_PACKAGES:
+                _bundled(project_module(node.module)):
+            module = project_module(node.module)
             for alias in node.names:
-                submodule = f"{node.module}.{alias.name}"
-                if _module_path(ROOT, submodule).exists() or \
-                        (ROOT / node.module.replace(".", "/") / f"{alias.name}.py").exists():
+                submodule = f"{module}.{alias.name}"
+                if _module_path(root, submodule).exists() or \
+                        (root / module.replace(".", "/") / f"{alias.name}.py").exists():
                     found.append((submodule, alias.asname or alias.name, ()))
                 else:
-                    found.append((node.module, None, (alias.name,)))
+                    found.append((module, None, (alias.name,)))
     return found
 
 
 def _is_project_import(node) -> bool:
     if isinstance(node, ast.Import):
-        return all(a.name.split(".")[0] in PROJECT_PACKAGES for a in node.names)
+        return all(_bundled(project_module(a.name)) for a in node.names)
     return isinstance(node, ast.ImportFrom) and bool(node.module) and \
-        node.module.split(".")[0] in PROJECT_PACKAGES
+        (node.module == PACKAGE or _bundled(project_module(node.module)))
+
+
+def _runner_module_imports(tree: ast.Module) -> ast.Module:
+    """`from mxfp4_mm.task import x` -> `from task import x` (RUNNER_MODULES)."""
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and \
+                project_module(node.module) in RUNNER_MODULES:
+            node.module = project_module(node.module)
+    return tree
 
 
 class _FlattenModuleReferences(ast.NodeTransformer):
@@ -127,7 +155,8 @@ def check_source(root: Path, name: str) -> None:
 def _unbundled_names(tree: ast.Module) -> set:
     """Names a module imports from UNBUNDLED_MODULES."""
     return {alias.asname or alias.name for node in tree.body
-            if isinstance(node, ast.ImportFrom) and node.module in UNBUNDLED_MODULES
+            if isinstance(node, ast.ImportFrom) and node.module and
+            project_module(node.module) in UNBUNDLED_MODULES
             for alias in node.names}
 
 
@@ -145,7 +174,7 @@ def module_order(root: Path) -> list:
         if name in visiting:
             raise BundleError(f"import cycle through {name}")
         visiting.add(name)
-        for dependency, _, _ in _project_imports(_load(root, name)):
+        for dependency, _, _ in _project_imports(_load(root, name), root):
             if dependency not in UNBUNDLED_MODULES:
                 visit(dependency)
         visiting.discard(name)
@@ -160,11 +189,11 @@ def build_bundle(root: Path = ROOT, leaderboard=LEADERBOARD, gpu=GPUS[0]) -> str
     external, from_imports, bodies, owners = [], {}, [], {}
     for name in module_order(root):
         check_source(root, name)
-        tree = _load(root, name)
+        tree = _runner_module_imports(_load(root, name))
         unbundled = _unbundled_names(tree)
         tree.body = [node for node in tree.body
                      if _is_project_import(node) or not _uses_any(node, unbundled)]
-        aliases = {alias for _, alias, _ in _project_imports(tree) if alias}
+        aliases = {alias for _, alias, _ in _project_imports(tree, root) if alias}
         tree = _FlattenModuleReferences(aliases).visit(tree)
         for defined in _defined_names(tree):
             if defined in owners:

@@ -273,10 +273,13 @@ def child_main(job_text, fd):
 
 
 def project_module_names(root) -> set:
-    """The top-level modules of the project tree: its packages and its .py files."""
+    """The top-level modules of the project tree: its packages and its .py files, and for this
+    project's own tree its installed name (tools.bundle.PACKAGE), which a wheel's tree lacks."""
+    from tools.bundle import PACKAGE
     root = Path(root)
     return {path.stem for path in root.glob("*.py")} | \
-        {path.parent.name for path in root.glob("*/__init__.py")}
+        {path.parent.name for path in root.glob("*/__init__.py")} | \
+        ({PACKAGE} if root.resolve() == ROOT else set())
 
 
 class _FromFolderOnly(importlib.abc.MetaPathFinder):
@@ -321,11 +324,11 @@ def _child_run(job, send):
     random.seed(42)
     torch.manual_seed(42)
 
-    import reference              # the copy in workdir; it uses the project's kernels.formats
+    import reference              # top-level name, as on the runner: the copy in workdir
     if isolated:
         hide_project_modules(root, workdir)
     start = time.perf_counter()
-    import submission
+    import submission             # top-level name, as on the runner: the copy in workdir
     import_s = time.perf_counter() - start
 
     custom_kernel = submission.custom_kernel
@@ -483,7 +486,7 @@ def check_standalone(submission) -> None:
     define custom_kernel at its top level. A file outside the project root runs alone, as on
     the runner: refuse one that imports the project's packages (the unbundled submission.py),
     saying what to run instead."""
-    from tools.bundle import PROJECT_PACKAGES
+    from tools.bundle import PACKAGE, PROJECT_PACKAGES, project_module
     path = Path(submission).resolve()
     try:
         tree = ast.parse(path.read_text(), filename=str(path))
@@ -498,10 +501,14 @@ def check_standalone(submission) -> None:
     imported = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            imported.update(alias.name.split(".")[0] for alias in node.names)
+            imported.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == PACKAGE:
+            imported.update(f"{PACKAGE}.{alias.name}" for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            imported.add(node.module.split(".")[0])
-    found = sorted(imported & set(PROJECT_PACKAGES))
+            imported.add(node.module)
+    # the project's packages by their own names or through mxfp4_mm
+    tops = {(project_module(name) or name).split(".")[0] for name in imported}
+    found = sorted(tops & set(PROJECT_PACKAGES))
     if found:
         raise UsageError(f"--submission: {submission} imports the project's packages "
                          f"({', '.join(found)}), which the runner does not have; build the "
