@@ -4,7 +4,8 @@
                              [--root PATH] [--no-kernels] [--keep]
 
 Runs in a copy of the tree (the files git tracks or would track, taken from --root, default
-this checkout), never in the tree itself:
+this checkout), never in the tree itself; mutmut's copy holds it as mxfp4_mm/, so that mutmut's
+names for the mutated functions are the modules the tests import:
 
 1. The jit kernels, which mutmut cannot rewrite, get the hand-written mutants of
    mutation/kernel_mutants.toml: each applied to a fresh copy, its tests run, --workers at once.
@@ -27,6 +28,7 @@ import importlib.util
 import json
 import os
 import random
+import re
 import signal
 import shutil
 import subprocess
@@ -48,6 +50,8 @@ KILLED_CODES = {1, 3, 24, -24, 152, 255, 36}
 SURVIVED_CODES = {0, 5, 33}
 SAMPLE_SEED = 2026
 NO_MUTANT = "no-mutant-is-named-this*"
+# mutmut's copy holds the tree as tree/PACKAGE (mutmut_layout); its mutant names start with it.
+PACKAGE = "mxfp4_mm"
 _SUMMARY_SCRIPT = """
 import json, sys
 from pathlib import Path
@@ -103,6 +107,25 @@ def use_config_of_this_checkout(tree: Path) -> None:
     (tree / "pyproject.toml").write_text(text)
 
 
+def mutmut_layout(tree: Path) -> None:
+    """tree/PACKAGE's pyproject.toml moved up into tree, each path in its pytest and mutmut
+    tables that names a file of tree/PACKAGE prefixed with PACKAGE: mutmut, run in tree, names
+    a mutant by its file's path (mxfp4_mm/launchers/tuner.py: mxfp4_mm.launchers.tuner), which
+    is the module the tests import, and runs the tests by their ids from tree."""
+    text = (tree / PACKAGE / "pyproject.toml").read_text()
+    (tree / PACKAGE / "pyproject.toml").unlink()
+    start = text.index("[tool.pytest.ini_options]")
+
+    def prefixed(match):
+        first = match[1].split("::")[0].split("/")[0]
+        return f'"{PACKAGE}/{match[1]}"' if first and (tree / PACKAGE / first).exists() \
+            else match[0]
+    tail = re.sub(r'"([^"\n]*)"', prefixed, text[start:])
+    # mutmut runs the tests in its own copy, to which it adds tests/ (not there here)
+    tail = tail.replace("also_copy = [", f'also_copy = ["{PACKAGE}/tests/", ', 1)
+    (tree / "pyproject.toml").write_text(text[:start] + tail)
+
+
 def changed_line(diff: str) -> str:
     """The first added line of a mutmut diff, stripped: what the mutant changed."""
     for line in diff.splitlines():
@@ -133,7 +156,8 @@ def _mutmut(tree: Path, workers: int, names: list, log, deadline=None) -> None:
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
     log.flush()
     process = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children",
-                                str(workers), *names], cwd=tree, env=env, stdout=log,
+                                str(workers), *(f"{PACKAGE}.{name}" for name in names)],
+                               cwd=tree, env=env, stdout=log,
                                stderr=subprocess.STDOUT)
     try:
         process.wait(None if deadline is None else max(1.0, deadline - time.monotonic()))
@@ -154,7 +178,8 @@ def _results(tree: Path, log) -> dict:
                             capture_output=True, text=True)
     if listed.returncode:
         fail(f"reading mutmut's results failed (see {log.name}): {listed.stderr.strip()[-300:]}")
-    return {name: tuple(value) for name, value in json.loads(listed.stdout).items()}
+    return {name.removeprefix(f"{PACKAGE}."): tuple(value)
+            for name, value in json.loads(listed.stdout).items()}
 
 
 def run_mutmut(tree: Path, workers: int, only: str, sample: int, log, deadline=None) -> dict:
@@ -314,9 +339,10 @@ def main(argv=None) -> int:
     log_path = work / "log.txt"
     started = time.monotonic()
     tree = work / "tree"
-    copy_tree(root, tree)
+    copy_tree(root, tree / PACKAGE)
     if root != ROOT:   # another tree (a baseline) is measured with this checkout's config
-        use_config_of_this_checkout(tree)
+        use_config_of_this_checkout(tree / PACKAGE)
+    mutmut_layout(tree)
     print(f"tools.mutation: working in {work} (log {log_path})", flush=True)
     with open(log_path, "w") as log:
         deadline = started + args.budget_s
