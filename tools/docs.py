@@ -235,9 +235,10 @@ def _value(action) -> str:
 
 
 def options_markdown(tool: str) -> str:
-    """One line per option of `python -m TOOL`, from its build_parser()."""
+    """One line per option of `python -m TOOL`, from its build_parser() (TOOL is mxfp4_mm.TOOL:
+    the name `tools` is the checkout root's alone)."""
     try:
-        parser = importlib.import_module(tool).build_parser()
+        parser = importlib.import_module(f"mxfp4_mm.{tool}").build_parser()
     except (ImportError, AttributeError) as error:
         raise UsageError(f"section options:{tool}: {error}") from None
     formatter = parser._get_formatter()

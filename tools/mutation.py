@@ -121,8 +121,9 @@ def mutmut_layout(tree: Path) -> None:
         return f'"{PACKAGE}/{match[1]}"' if first and (tree / PACKAGE / first).exists() \
             else match[0]
     tail = re.sub(r'"([^"\n]*)"', prefixed, text[start:])
-    # mutmut runs the tests in its own copy, to which it adds tests/ (not there here)
-    tail = tail.replace("also_copy = [", f'also_copy = ["{PACKAGE}/tests/", ', 1)
+    # mutmut runs the tests in its own copy, to which it adds tests/ (not there here); child
+    # processes of the tests, in the copy's root, find mxfp4_mm there through its folder
+    tail = tail.replace("also_copy = [", f'also_copy = ["{PACKAGE}/tests/", "{PACKAGE}/{PACKAGE}/", ', 1)
     (tree / "pyproject.toml").write_text(text[:start] + tail)
 
 
