@@ -16,9 +16,9 @@ runner; otherwise kernels.formats, which is bit-exact with aiter's Triton quanti
 
 import torch
 
-from kernels import formats
-from launchers.proof import ATOL, RTOL, compare, reference_output  # noqa: F401 (re-exported)
-from task import input_t, output_t
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers.proof import ATOL, RTOL, compare, reference_output  # noqa: F401 (re-exported)
+from mxfp4_mm.task import input_t, output_t
 
 try:
     import aiter

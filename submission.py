@@ -8,10 +8,10 @@ strided (a slice); bad inputs raise TypeError or ValueError (launchers.inputs).
 
 import torch
 
-from launchers import interpreting, mxfp4_gemm, prewarm, tune_launchers
-from launchers.tuner import tuning_enabled
-from launchers.inputs import gemm_tensors
-from task import input_t, output_t
+from mxfp4_mm.launchers import interpreting, mxfp4_gemm, prewarm, tune_launchers
+from mxfp4_mm.launchers.tuner import tuning_enabled
+from mxfp4_mm.launchers.inputs import gemm_tensors
+from mxfp4_mm.task import input_t, output_t
 
 
 def custom_kernel(data: input_t) -> output_t:

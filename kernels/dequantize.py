@@ -31,8 +31,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import formats
-from kernels.preshuffle_gemm import (_unshuffle_scale_tile, _unshuffle_weight_tile,
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.preshuffle_gemm import (_unshuffle_scale_tile, _unshuffle_weight_tile,
                                      scales_view, weight_view)
 
 BF16_INF_BITS = tl.constexpr(0x7F80)

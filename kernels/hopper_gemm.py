@@ -33,10 +33,10 @@ two >= 256, BLOCK_M >= 16, SPLIT_K_SIZE a multiple of BLOCK_K, K % 64 == 0, N % 
 import triton
 import triton.language as tl
 
-from kernels.preshuffle_gemm import (_repeated_rows, _tile_coordinates, _unshuffle_scale_tile,
+from mxfp4_mm.kernels.preshuffle_gemm import (_repeated_rows, _tile_coordinates, _unshuffle_scale_tile,
                                      _unshuffle_weight_tile, a_rows)
-from kernels.quantize import INTERPRETED, quantize_tile_mxfp4
-from kernels.splitk_reduce import store_output_tile
+from mxfp4_mm.kernels.quantize import INTERPRETED, quantize_tile_mxfp4
+from mxfp4_mm.kernels.splitk_reduce import store_output_tile
 
 
 @triton.jit

@@ -52,9 +52,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import formats
-from kernels.quantize import quantize_tile_mxfp4
-from kernels.splitk_reduce import store_output_tile
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.quantize import quantize_tile_mxfp4
+from mxfp4_mm.kernels.splitk_reduce import store_output_tile
 
 
 @triton.jit

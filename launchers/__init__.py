@@ -36,11 +36,11 @@ from collections import OrderedDict
 import torch
 import triton
 
-from launchers import tuner
-from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, untuned_shapes  # noqa: F401
-from launchers.inputs import gemm_problem
-from launchers.ladder import proven_launcher
-from launchers.tuned_shapes import load_configs, load_configs_from_environment  # noqa: F401
+from mxfp4_mm.launchers import tuner
+from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, untuned_shapes  # noqa: F401
+from mxfp4_mm.launchers.inputs import gemm_problem
+from mxfp4_mm.launchers.ladder import proven_launcher
+from mxfp4_mm.launchers.tuned_shapes import load_configs, load_configs_from_environment  # noqa: F401
 
 LAUNCHER_CACHE_CAPACITY = 64
 _launchers = OrderedDict()

@@ -31,7 +31,7 @@ import sys
 import triton
 from triton.runtime.autotuner import OutOfResources
 
-from launchers.fit import check_fits
+from mxfp4_mm.launchers.fit import check_fits
 
 try:
     from triton.runtime.interpreter import InterpretedFunction

@@ -19,8 +19,8 @@ the tools.tune winners, and a later tools.tune winner.
 import-time tuner and tools.tune time beside ours at M, as config fields.
 """
 
-from launchers import aiter_path
-from launchers.configs import QUANTIZE_ONCE_MIN_M, vendor_gemm_from_m
+from mxfp4_mm.launchers import aiter_path
+from mxfp4_mm.launchers.configs import QUANTIZE_ONCE_MIN_M, vendor_gemm_from_m
 
 # aiter's gemm_a4w4 is an assembly GEMM tuned for large M; from this M on (the M from which our
 # heuristic quantizes A once) it is timed beside ours on gfx950. No task shape reaches it.

@@ -27,9 +27,9 @@ from typing import Optional
 
 import triton
 
-from kernels import formats
-from kernels.preshuffle_gemm import SCALED_MFMA_K
-from launchers.config_table import CONFIG_TABLE
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.preshuffle_gemm import SCALED_MFMA_K
+from mxfp4_mm.launchers.config_table import CONFIG_TABLE
 
 TEST_SHAPES = ((8, 2112, 7168), (16, 3072, 1536), (64, 3072, 1536), (256, 2880, 512))
 BENCHMARK_SHAPES = ((4, 2880, 512), (16, 2112, 7168), (32, 4096, 512), (32, 2880, 512),

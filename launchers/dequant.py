@@ -28,13 +28,13 @@ import threading
 
 import torch
 
-from kernels import formats
-from kernels.dequantize import dequantize_kernel, dequantize_launch
-from kernels.preshuffle_gemm import scales_view, weight_view
-from kernels.quantize import checked_quantizer, quantized_outputs
-from launchers.bypass import KernelLaunch, aligned, backend_options
-from launchers.configs import GemmConfig
-from launchers.gemm import QUANTIZE_TENSOR_ARGS, LaunchSpec, quantize_spec
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.dequantize import dequantize_kernel, dequantize_launch
+from mxfp4_mm.kernels.preshuffle_gemm import scales_view, weight_view
+from mxfp4_mm.kernels.quantize import checked_quantizer, quantized_outputs
+from mxfp4_mm.launchers.bypass import KernelLaunch, aligned, backend_options
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm import QUANTIZE_TENSOR_ARGS, LaunchSpec, quantize_spec
 
 # B in bf16 is 2*N*K bytes; a chunk of B's rows holds at most this many (128 MiB: N = 8,192
 # rows at K = 8,192 in one chunk), so the transient buffer stays bounded for any N.

@@ -24,15 +24,15 @@ from typing import NamedTuple
 
 import torch
 
-from kernels import formats
-from kernels.quantize import (checked_quantizer, quantize_kernel, quantize_launch,
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.quantize import (checked_quantizer, quantize_kernel, quantize_launch,
                               quantized_outputs)
-from kernels.preshuffle_gemm import (a_rows, gemm_arguments, gemm_grid, gemm_tiles,
+from mxfp4_mm.kernels.preshuffle_gemm import (a_rows, gemm_arguments, gemm_grid, gemm_tiles,
                                      preshuffle_gemm_kernel, scales_view, weight_view)
-from kernels.hopper_gemm import hopper_arguments, hopper_gemm_kernel
-from kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
-from launchers.bypass import KernelLaunch, aligned, backend_options
-from launchers.configs import GemmConfig
+from mxfp4_mm.kernels.hopper_gemm import hopper_arguments, hopper_gemm_kernel
+from mxfp4_mm.kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
+from mxfp4_mm.launchers.bypass import KernelLaunch, aligned, backend_options
+from mxfp4_mm.launchers.configs import GemmConfig
 
 # gemm_arguments puts (a, a_scales, b, b_scales, c, partials, counters) first
 GEMM_TENSOR_ARGS = 7

@@ -39,11 +39,11 @@ from typing import Callable, NamedTuple
 import torch
 from triton.runtime.autotuner import OutOfResources
 
-from launchers import aiter_path
-from launchers.configs import FITTING_CONFIG, config_lookup, heuristic_config, note_untuned
-from launchers.fit import DoesNotFit, spill_refusal
-from launchers.paths import build_launcher
-from launchers.proof import SPLIT_K_REPEATS, proof_cases, prove
+from mxfp4_mm.launchers import aiter_path
+from mxfp4_mm.launchers.configs import FITTING_CONFIG, config_lookup, heuristic_config, note_untuned
+from mxfp4_mm.launchers.fit import DoesNotFit, spill_refusal
+from mxfp4_mm.launchers.paths import build_launcher
+from mxfp4_mm.launchers.proof import SPLIT_K_REPEATS, proof_cases, prove
 
 HARDWARE_QUANTIZER_ARCHS = ("gfx950",)
 # The quantizer rungs in ladder order: the name of each, by the quantizer it builds with

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import torch
 
-from kernels import formats
-from launchers.inputs import gemm_problem
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers.inputs import gemm_problem
 
 
 def _bf16_bias(bias, n: int):

@@ -1,10 +1,10 @@
 """The launcher that serves a config, by its path (launchers.configs.GEMM_PATHS), and the
 kernels it compiles."""
 
-from launchers.aiter_path import build_aiter_launcher
-from launchers.configs import GemmConfig
-from launchers.dequant import DequantLauncher, dequant_launch_specs
-from launchers.gemm import GemmLauncher, launch_specs
+from mxfp4_mm.launchers.aiter_path import build_aiter_launcher
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.dequant import DequantLauncher, dequant_launch_specs
+from mxfp4_mm.launchers.gemm import GemmLauncher, launch_specs
 
 # GemmLauncher builds either fused GEMM kernel by config.path (launchers.gemm.launch_specs).
 LAUNCHERS = {"preshuffle": GemmLauncher, "dequant": DequantLauncher, "aiter": build_aiter_launcher,

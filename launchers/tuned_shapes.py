@@ -25,7 +25,7 @@ import os
 import sys
 from pathlib import Path
 
-from launchers.configs import (GemmConfig, add_entries, config_from_fields, is_m_bucket,
+from mxfp4_mm.launchers.configs import (GemmConfig, add_entries, config_from_fields, is_m_bucket,
                                non_default_fields)
 
 CONFIGS_VARIABLE = "MXFP4_MM_CONFIGS"

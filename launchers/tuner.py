@@ -25,12 +25,12 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from launchers.candidates import CANDIDATES, QUANTIZER_CANDIDATES, path_candidates
-from launchers.configs import GemmConfig, config_for, config_from_fields, heuristic_config
-from launchers.paths import build_launcher
-from launchers.ladder import QUANTIZER_RUNGS, Rung, prove_rung
-from launchers.proof import proof_cases
-from launchers.timing import RunnerLoop
+from mxfp4_mm.launchers.candidates import CANDIDATES, QUANTIZER_CANDIDATES, path_candidates
+from mxfp4_mm.launchers.configs import GemmConfig, config_for, config_from_fields, heuristic_config
+from mxfp4_mm.launchers.paths import build_launcher
+from mxfp4_mm.launchers.ladder import QUANTIZER_RUNGS, Rung, prove_rung
+from mxfp4_mm.launchers.proof import proof_cases
+from mxfp4_mm.launchers.timing import RunnerLoop
 
 TUNE_VARIABLE = "MXFP4_MM_TUNE"
 BUDGET_VARIABLE = "MXFP4_MM_TUNE_S"

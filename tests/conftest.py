@@ -74,7 +74,7 @@ def runners_triton():
     the installed one, else its side install, made on first use); the test skips where that
     install fails (no network)."""
     import triton
-    from tools.gfx950.cross_compile import RUNNER_TRITON, SideInstallError, triton_paths
+    from mxfp4_mm.tools.gfx950.cross_compile import RUNNER_TRITON, SideInstallError, triton_paths
     try:
         return triton_paths(RUNNER_TRITON)
     except SideInstallError as error:

@@ -11,7 +11,7 @@ import builtins
 
 import torch
 
-from launchers import aiter_path
+from mxfp4_mm.launchers import aiter_path
 
 
 def test_unavailable_when_importing_aiter_raises_anything(monkeypatch):

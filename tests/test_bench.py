@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
-from tools import bench
-from tools.cli import UsageError, parse_shapes
+from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
+from mxfp4_mm.tools import bench
+from mxfp4_mm.tools.cli import UsageError, parse_shapes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,10 +152,10 @@ def test_the_host_timed_launch_gets_the_launchers_own_arguments(device, split_k)
     partials, which the reduce then sums into C)."""
     import torch
 
-    import reference
-    from launchers import current_target
-    from launchers.configs import GemmConfig
-    from launchers.gemm import GemmLauncher
+    from mxfp4_mm import reference
+    from mxfp4_mm.launchers import current_target
+    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.gemm import GemmLauncher
     m, n, k = 4, 64, 512
     data = reference.generate_input(m, n, k, seed=3, device=device)
     a, _, _, b_shuffle, b_scale_sh = data
@@ -203,8 +203,8 @@ def test_the_model_mode_refuses_without_a_gpu(capsys, monkeypatch):
 def test_the_bf16_twin_holds_each_layers_dequantized_weight():
     from safetensors.torch import load_file
 
-    from kernels import formats
-    from launchers.linear import MXFP4Linear, load_quark
+    from mxfp4_mm.kernels import formats
+    from mxfp4_mm.launchers.linear import MXFP4Linear, load_quark
     checkpoint = load_file(QUARK_EXPORT / "model.safetensors")
     model = load_quark(QUARK_EXPORT)
     twin = bench.bf16_twin(model)
@@ -222,7 +222,7 @@ def test_the_bf16_twin_holds_each_layers_dequantized_weight():
 
 @NEEDS_TRANSFORMERS
 def test_a_named_llama_is_built_with_its_decoder_linears_in_mxfp4():
-    from launchers.linear import MXFP4Linear
+    from mxfp4_mm.launchers.linear import MXFP4Linear
     config = dict(hidden_size=64, intermediate_size=128, num_attention_heads=2,
                   num_key_value_heads=1, num_hidden_layers=2, vocab_size=96)
     model = bench.mxfp4_llama(config, "cpu")
@@ -234,7 +234,7 @@ def test_a_named_llama_is_built_with_its_decoder_linears_in_mxfp4():
 
 
 def test_the_named_llamas_have_the_layers_tools_isa_models():
-    from tools.model_shapes import LLAMA_CONFIGS, MODEL_LAYERS
+    from mxfp4_mm.tools.model_shapes import LLAMA_CONFIGS, MODEL_LAYERS
     for name, fields in LLAMA_CONFIGS.items():
         head = fields["hidden_size"] // fields["num_attention_heads"]
         hidden, inner = fields["hidden_size"], fields["intermediate_size"]

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import formats
-from launchers.configs import config_for
-from submission import custom_kernel
-from tools import bundle as bundle_module
-from tools.bundle import BundleError, build_bundle, check_bundle
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers.configs import config_for
+from mxfp4_mm.submission import custom_kernel
+from mxfp4_mm.tools import bundle as bundle_module
+from mxfp4_mm.tools.bundle import BundleError, build_bundle, check_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4, 96, 512), (1, 64, 4096)]    # single-pass, and split-K through the heuristic
@@ -23,11 +23,11 @@ SHAPES = [(4, 96, 512), (1, 64, 4096)]    # single-pass, and split-K through the
 CHILD = """
 import sys
 sys.path.insert(0, sys.argv[2])
-from tools.evaluate import hide_project_modules
+from mxfp4_mm.tools.evaluate import hide_project_modules
 hide_project_modules(sys.argv[2], ".")     # as on the runner, whatever the install
 import torch
 try:
-    import kernels
+    from mxfp4_mm import kernels
     sys.exit("the project package is importable beside the bundle")
 except ImportError:
     pass
@@ -206,7 +206,7 @@ def test_bundle_alone_gives_the_package_outputs(bundle, tmp_path, device):
 # - the module order: dependencies first, each once, an import cycle refused.
 # ---------------------------------------------------------------------------------------
 
-from tools import bundle as bundle_module  # noqa: E402
+from mxfp4_mm.tools import bundle as bundle_module  # noqa: E402
 
 HEADER = "#!POPCORN leaderboard x\n"
 
@@ -281,8 +281,8 @@ def test_a_source_with_chr_or_the_word_is_refused_naming_every_line(tmp_path):
 
 def test_the_module_order_puts_dependencies_first_once(tmp_path):
     write_tree(tmp_path, {
-        "submission.py": "from launchers.fake_b import f\nimport kernels.fake_a\n",
-        "launchers/fake_b.py": "from kernels.fake_a import g\n",
+        "submission.py": "from mxfp4_mm.launchers.fake_b import f\nimport mxfp4_mm.kernels.fake_a; from mxfp4_mm import kernels\n",
+        "launchers/fake_b.py": "from mxfp4_mm.kernels.fake_a import g\n",
         "kernels/fake_a.py": "import os\n"})
     assert bundle_module.module_order(tmp_path) == ["kernels.fake_a", "launchers.fake_b",
                                                     "submission"]
@@ -290,9 +290,9 @@ def test_the_module_order_puts_dependencies_first_once(tmp_path):
 
 def test_an_import_cycle_is_refused(tmp_path):
     write_tree(tmp_path, {
-        "submission.py": "import kernels.fake_a\n",
-        "kernels/fake_a.py": "import kernels.fake_c\n",
-        "kernels/fake_c.py": "import kernels.fake_a\n"})
+        "submission.py": "import mxfp4_mm.kernels.fake_a; from mxfp4_mm import kernels\n",
+        "kernels/fake_a.py": "import mxfp4_mm.kernels.fake_c; from mxfp4_mm import kernels\n",
+        "kernels/fake_c.py": "import mxfp4_mm.kernels.fake_a; from mxfp4_mm import kernels\n"})
     with pytest.raises(BundleError, match="import cycle through kernels.fake_a"):
         bundle_module.module_order(tmp_path)
 
@@ -372,7 +372,7 @@ def test_main_reports_a_bundle_error_in_one_line_and_writes_nothing(monkeypatch,
 
 def test_every_option_has_the_help_docs_tools_md_shows():
     import re
-    from tools import docs
+    from mxfp4_mm.tools import docs
     tools_md = (ROOT / "docs" / "tools.md").read_text()
     shown = re.search(r"options:tools\.bundle -->\n(.*?)\n<!-- end", tools_md, re.S).group(1)
     assert shown == docs.options_markdown("tools.bundle")

@@ -20,7 +20,7 @@ import pytest
 import torch
 from triton.runtime.autotuner import OutOfResources
 
-from launchers import bypass, fit
+from mxfp4_mm.launchers import bypass, fit
 
 DEVICE_SHARED_MEMORY = 232448
 

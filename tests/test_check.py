@@ -5,7 +5,7 @@ import sys
 import pytest
 from conftest import FlushRecorder
 
-from tools import check
+from mxfp4_mm.tools import check
 
 
 def test_small_shape_passes_with_its_seed_and_the_next_ones(capsys):
@@ -40,7 +40,7 @@ def test_a_seed_count_below_1_is_refused_where_it_is_parsed(capsys):
 
 def test_task_shapes_default_to_the_runners_seeds(monkeypatch, capsys):
     """Without a seed, a task shape takes task.yml's; the run stops before any kernel."""
-    import reference
+    from mxfp4_mm import reference
     seen = []
 
     def generate_input(m, n, k, seed):
@@ -71,10 +71,10 @@ class FakeLauncher:
 def fake_submission(monkeypatch):
     import torch
 
-    import launchers
-    import reference
-    import submission
-    from launchers.configs import GemmConfig
+    from mxfp4_mm import launchers
+    from mxfp4_mm import reference
+    from mxfp4_mm import submission
+    from mxfp4_mm.launchers.configs import GemmConfig
     seen = {"seeds": [], "launchers": []}
 
     def generate_input(m, n, k, seed):
@@ -150,7 +150,7 @@ def test_progress_lines_reach_a_pipe_as_they_happen(fake_submission, monkeypatch
 def test_every_option_has_the_help_docs_tools_md_shows():
     import re
     from pathlib import Path
-    from tools import docs
+    from mxfp4_mm.tools import docs
     tools_md = (Path(check.__file__).resolve().parents[1] / "docs" / "tools.md").read_text()
     shown = re.search(r"options:tools\.check -->\n(.*?)\n<!-- end", tools_md, re.S).group(1)
     assert shown == docs.options_markdown("tools.check")
@@ -158,5 +158,5 @@ def test_every_option_has_the_help_docs_tools_md_shows():
 
 
 def test_the_usage_names_the_shapes_option_and_its_words():
-    from tools import check
+    from mxfp4_mm.tools import check
     assert "--shapes SHAPES [SHAPES ...]" in check.build_parser().format_usage()

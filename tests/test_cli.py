@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
-from tools import cli
+from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
+from mxfp4_mm.tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS_WITH_OPTIONS = ("check", "evaluate", "bundle", "soak", "bench", "tune", "profile", "isa",
@@ -44,7 +44,7 @@ def test_bad_words_are_usage_errors(word, message):
 def test_prog_and_help_of_every_option(name, monkeypatch):
     # tools.isa drops TRITON_INTERPRET when imported (it compiles); later tests need it kept.
     monkeypatch.setattr(os, "environ", os.environ.copy())
-    parser = importlib.import_module(f"tools.{name}").build_parser()
+    parser = importlib.import_module(f"mxfp4_mm.tools.{name}").build_parser()
     assert isinstance(parser, cli.ArgumentParser)
     assert parser.prog == f"python -m tools.{name}"
     for action in parser._actions:
@@ -134,8 +134,8 @@ def test_each_bad_usage_is_one_line_and_exit_code_2(name, argv, env, message, tm
 def test_a_triton_release_the_index_lacks_is_one_line_before_any_install(tmp_path, capsys,
                                                                           monkeypatch):
     monkeypatch.setattr(os, "environ", os.environ.copy())
-    from tools import isa
-    from tools.gfx950 import cross_compile
+    from mxfp4_mm.tools import isa
+    from mxfp4_mm.tools.gfx950 import cross_compile
     monkeypatch.setattr(cross_compile, "SIDE_TRITONS", tmp_path)
     monkeypatch.setattr(cross_compile, "index_releases", lambda: ["3.6.0", "3.9.0"])
     assert isa.main(["--triton", "9.9.9"]) == 2
@@ -149,7 +149,7 @@ def test_a_failed_side_install_is_one_error_and_leaves_no_partial_folder(tmp_pat
                                                                          monkeypatch):
     """Where the index cannot be listed, pip's own refusal is the error's last words."""
     import subprocess as sp
-    from tools.gfx950 import cross_compile
+    from mxfp4_mm.tools.gfx950 import cross_compile
     monkeypatch.setattr(cross_compile, "SIDE_TRITONS", tmp_path)
     monkeypatch.setattr(cross_compile, "index_releases", lambda: [])
 
@@ -168,7 +168,7 @@ def test_mutation_without_mutmut_says_how_to_install_it_and_leaves_no_folder(tmp
                                                                               monkeypatch):
     import importlib.util
     import tempfile
-    from tools import mutation
+    from mxfp4_mm.tools import mutation
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *args: None if name == "mutmut" else real(name, *args))
@@ -216,7 +216,7 @@ def test_every_stderr_line_of_a_tool_starts_with_its_name(path):
 def test_usage_errors_are_prefixed_with_the_tool(name, argv, capsys, monkeypatch):
     # tools.isa drops TRITON_INTERPRET when imported (it compiles); later tests need it kept.
     monkeypatch.setattr(os, "environ", os.environ.copy())
-    tool = importlib.import_module(f"tools.{name}")
+    tool = importlib.import_module(f"mxfp4_mm.tools.{name}")
     assert tool.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"tools.{name}: ") and err.count("\n") == 1, err
@@ -235,7 +235,7 @@ def test_the_side_install_message_states_the_size_it_takes():
     """tools.gfx950.cross_compile's install message and README give one figure; where the runner's
     Triton is installed, it is within 10 % of the folder's real size."""
     import re
-    from tools.gfx950.cross_compile import RUNNER_TRITON, SIDE_TRITONS
+    from mxfp4_mm.tools.gfx950.cross_compile import RUNNER_TRITON, SIDE_TRITONS
     stated = re.findall(r"about (\d+) MiB", (ROOT / "tools" / "gfx950" / "cross_compile.py").read_text())
     assert len(stated) == 1
     assert f"about {stated[0]} MiB" in (ROOT / "README.md").read_text()

@@ -27,10 +27,10 @@ PROBE = '''
 import sys
 from pathlib import Path
 import torch, triton, triton.language as tl
-from kernels.quantize import CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_WORDS
-from launchers.configs import GemmConfig
-from launchers.gemm import launch_specs
-from tools.gfx950.cross_compile import compile_for
+from mxfp4_mm.kernels.quantize import CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_WORDS
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm import launch_specs
+from mxfp4_mm.tools.gfx950.cross_compile import compile_for
 
 out = Path(sys.argv[1])
 config = GemmConfig(16, 64, 256, split_k=2)   # a K loop of two tiles per split, and a reduce
@@ -154,5 +154,5 @@ def test_k_split_across_the_waves_costs_no_mfma_where_rows_would_repeat(assembly
 
 
 def test_k_split_across_the_waves_has_no_hazard(assembly):
-    from tools.gfx950.hazards import asm_hazards
+    from mxfp4_mm.tools.gfx950.hazards import asm_hazards
     assert asm_hazards(assembly["wave-split-4"]) == []

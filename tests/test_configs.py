@@ -20,8 +20,8 @@ Decisions of launchers.configs:
 
 import pytest
 
-from launchers import configs
-from launchers.configs import GemmConfig, heuristic_config
+from mxfp4_mm.launchers import configs
+from mxfp4_mm.launchers.configs import GemmConfig, heuristic_config
 
 
 def make(**fields):
@@ -130,5 +130,5 @@ def test_table_entries_keep_every_field_but_the_note():
 
 
 def test_every_path_has_its_launcher_and_its_launches():
-    from launchers.paths import LAUNCH_SPECS, LAUNCHERS
+    from mxfp4_mm.launchers.paths import LAUNCH_SPECS, LAUNCHERS
     assert tuple(LAUNCHERS) == tuple(LAUNCH_SPECS) == configs.GEMM_PATHS

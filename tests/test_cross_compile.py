@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from kernels.preshuffle_gemm import a_rows
-from launchers.configs import GEMM_CONFIGS, GemmConfig
+from mxfp4_mm.kernels.preshuffle_gemm import a_rows
+from mxfp4_mm.launchers.configs import GEMM_CONFIGS, GemmConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER_TRITON = "3.6.0"
@@ -72,7 +72,7 @@ def test_no_table_kernel_has_a_hazard_at_its_inline_asm(isa_rows):
 
 CHAINED_PROBE = '''
 import triton, triton.language as tl, torch
-from tools.gfx950.cross_compile import GFX950, compile_for
+from mxfp4_mm.tools.gfx950.cross_compile import GFX950, compile_for
 
 CHAINED = tl.constexpr("v_cvt_scalef32_pk_fp4_bf16 $0, $1, $5\\n\\t"
            "v_cvt_scalef32_pk_fp4_bf16 $0, $2, $5 op_sel:[0,0,1,0]\\n\\t"
@@ -98,7 +98,7 @@ def test_the_hazard_check_flags_a_kernel_with_conversions_chained_into_one_word(
                                                                                 runners_triton):
     """Four conversions into one VGPR, each reading the bytes the previous one wrote (the
     quantizer's asm before it interleaved two words), compiled by Triton 3.6.0 for gfx950."""
-    from tools.gfx950.hazards import asm_hazards
+    from mxfp4_mm.tools.gfx950.hazards import asm_hazards
     (tmp_path / "chained_probe.py").write_text(CHAINED_PROBE)
     env = dict(ENV, PYTHONPATH=os.pathsep.join([*runners_triton, str(ROOT), str(tmp_path)]))
     done = subprocess.run([sys.executable, "-m", "chained_probe"], cwd=ROOT, env=env,
@@ -198,7 +198,7 @@ def test_every_kernel_row_carries_its_critical_path_and_the_table_prints_it_per_
     and aiter's figures beside the benchmark shapes; then the benchmark shapes' ranges beside
     aiter's and the best public config's, the geomeans, ours against the best public config
     by member, and each member with its errors."""
-    from tools.gfx950 import model
+    from mxfp4_mm.tools.gfx950 import model
     _, rows, printed = isa_rows
     _assert_critical_paths(rows)
     section = printed.split("critical path of one program per call")[1]
@@ -277,7 +277,7 @@ def test_the_compiled_split_k_hand_over_holds_and_each_single_break_of_it_fails(
     """The table's in-kernel split-K GEMMs, compiled: partials written through, each wave's
     wait before the barrier, one counter atomic, system-scope partial loads, no whole-L2
     writeback or invalidate. Their own code broken one piece at a time fails the check."""
-    from tools.gfx950.release_order import release_problems
+    from mxfp4_mm.tools.gfx950.release_order import release_problems
     _, rows, _ = isa_rows
     in_kernel = [r for r in rows if "release_ordered" in r]
     assert in_kernel
@@ -309,8 +309,8 @@ def test_every_import_time_candidate_compiles_without_spills_and_splits_release_
     """tools.isa --candidates: each gfx950 candidate of the tuner (the table's entry first),
     every kernel, Triton 3.6.0; each in-kernel split-K reduce is release-ordered; every kernel
     has no conversion hazard and a critical path."""
-    from launchers.candidates import CANDIDATES
-    from launchers.tuner import candidate_configs
+    from mxfp4_mm.launchers.candidates import CANDIDATES
+    from mxfp4_mm.launchers.tuner import candidate_configs
     out = tmp_path / "candidates.json"
     done = _isa("--arch", "gfx950", "--candidates", "--json", str(out))
     assert done.returncode == 0, done.stderr[-2000:]
@@ -347,8 +347,8 @@ def test_narrow_tiles_with_fewer_warps_have_less_mfma_replication(runners_triton
 
 NARROW = """
 import json
-from launchers.configs import GemmConfig
-from tools.gfx950.report import call_rows
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.tools.gfx950.report import call_rows
 print(json.dumps({w: call_rows((4, 2880, 512), GemmConfig(16, 32, 512, num_warps=w), "software")[0]
                   for w in (1, 2, 4)}))
 """
@@ -375,8 +375,8 @@ def test_the_search_ranks_eligible_calls_by_their_worst_modelled_time(runners_tr
 
 SEARCH = """
 import json
-from tools.gfx950 import search
-from tools import isa
+from mxfp4_mm.tools.gfx950 import search
+from mxfp4_mm.tools import isa
 search.BLOCKS_N, search.BLOCKS_K, search.REFINE_TOP = (32, 64), (512,), 1
 search.WARPS, search.STAGES, search.WAVES_PER_EU = (2,), (1,), (0,)
 shape = (4, 2880, 512)
@@ -425,9 +425,9 @@ ATTRIBUTE = """
 import json, sys
 from pathlib import Path
 import triton
-from launchers.configs import GemmConfig
-from tools.gfx950 import report as isa
-from tools.gfx950.assembly import k_loop, parse
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.tools.gfx950 import report as isa
+from mxfp4_mm.tools.gfx950.assembly import k_loop, parse
 asm = Path(sys.argv[1]).read_text().format(kernels=isa.QUANTIZER_SOURCE.parent,
                                            library=Path(triton.__file__).parent / "language",
                                            slow=isa.slow_path_lines()[0],
@@ -522,8 +522,8 @@ def test_the_quantize_once_launches_compile_clean_for_gfx950_and_the_sweep_write
     """tools.isa --sweep on an N,K pair at a small and a large M: per shape a chosen path and
     its config, the quantize-once path only at the large M, every compiled call of either path
     without a spill, scratch or hazard, and the choices written as bucket entries that load."""
-    from launchers import configs
-    from launchers.tuned_shapes import read_entries
+    from mxfp4_mm.launchers import configs
+    from mxfp4_mm.launchers.tuned_shapes import read_entries
     figures, tuned = tmp_path / "figures.json", tmp_path / "tuned.json"
     done = _isa("--sweep", "1024,512", "--m", "8,4096", "--json", str(figures),
                 "--configs", str(tuned))

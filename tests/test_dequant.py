@@ -27,15 +27,15 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
-from kernels import formats
-from kernels.dequantize import dequantize_to_bf16
-from launchers import aiter_path, candidates, configs, dequant, ladder, tuner
-from launchers.configs import (AITER_CONFIG, DEQUANT_CONFIG, VENDOR_GEMM_FROM_M, GemmConfig,
+from mxfp4_mm import reference
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.dequantize import dequantize_to_bf16
+from mxfp4_mm.launchers import aiter_path, candidates, configs, dequant, ladder, tuner
+from mxfp4_mm.launchers.configs import (AITER_CONFIG, DEQUANT_CONFIG, VENDOR_GEMM_FROM_M, GemmConfig,
                                config_from_fields, config_lookup, heuristic_config,
                                vendor_gemm_from_m)
-from launchers.paths import build_launcher
-from launchers.tuned_shapes import file_entry, load_configs, write_configs
+from mxfp4_mm.launchers.paths import build_launcher
+from mxfp4_mm.launchers.tuned_shapes import file_entry, load_configs, write_configs
 
 ODD = (37, 96, 320)       # M no multiple of a tile, N = 3 * 32, K = 5 * 64
 
@@ -241,7 +241,7 @@ def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_can
         monkeypatch, capsys):
     """tune() on sm_89 (no listed candidates): at the threshold it builds the fused heuristic
     beside the served dequant launcher and times both; below it, it tunes nothing."""
-    from launchers.proof import reference_output
+    from mxfp4_mm.launchers.proof import reference_output
     shape = (VENDOR_GEMM_FROM_M, 32, 64)
     built = []
 
@@ -280,7 +280,7 @@ def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_can
 
 
 def test_tools_tune_tries_the_other_paths_first_and_refines_none_of_them(monkeypatch):
-    from tools import tune
+    from mxfp4_mm.tools import tune
     monkeypatch.setattr(aiter_path, "available", lambda: True)
     m = VENDOR_GEMM_FROM_M
     assert tune.tile_candidates("sm_90", m, 4096, 4096, 132)[0] == DEQUANT_CONFIG
@@ -297,7 +297,7 @@ def vendor_row(m, fused, dequant_us, n=4096, k=4096):
 
 
 def test_the_vendor_gemm_threshold_is_where_dequant_wins_from_on_every_n_k():
-    from tools import bench
+    from mxfp4_mm.tools import bench
     rows = [vendor_row(256, 10.0, 12.0), vendor_row(512, 20.0, 15.0), vendor_row(1024, 30.0, 31.0),
             vendor_row(2048, 60.0, 40.0), vendor_row(4096, None, 80.0),
             vendor_row(256, 10.0, 9.0, n=7168), vendor_row(512, 20.0, 19.0, n=7168)]
@@ -314,10 +314,10 @@ def test_the_vendor_gemm_threshold_is_where_dequant_wins_from_on_every_n_k():
 
 _CROSS_COMPILE = """
 import json, torch
-from launchers.configs import DEQUANT_CONFIG
-from launchers.dequant import dequant_launch_specs
-from tools.gfx950.cross_compile import GFX950, SM90, compile_for
-from tools.gfx950.report import _metadata_int
+from mxfp4_mm.launchers.configs import DEQUANT_CONFIG
+from mxfp4_mm.launchers.dequant import dequant_launch_specs
+from mxfp4_mm.tools.gfx950.cross_compile import GFX950, SM90, compile_for
+from mxfp4_mm.tools.gfx950.report import _metadata_int
 rows = []
 for target, backend in ((GFX950, "hip"), (SM90, "cuda")):
     for spec in dequant_launch_specs(DEQUANT_CONFIG, backend, 37, 96, 320, (1, 37),
@@ -331,7 +331,7 @@ print(json.dumps(rows))
 
 
 def test_every_launch_compiles_for_gfx950_and_sm90_with_the_runners_triton():
-    from tools.gfx950.cross_compile import RUNNER_TRITON, side_triton
+    from mxfp4_mm.tools.gfx950.cross_compile import RUNNER_TRITON, side_triton
     root = Path(__file__).resolve().parents[1]
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(root)])
@@ -348,7 +348,7 @@ def test_every_launch_compiles_for_gfx950_and_sm90_with_the_runners_triton():
 
 
 def test_a_vendor_gemm_row_proves_checks_and_times_both_paths_and_bf16(device):
-    from tools import bench
+    from mxfp4_mm.tools import bench
     timed = []
 
     def time_us(fn):

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tools import docs
-from tools.cli import UsageError
+from mxfp4_mm.tools import docs
+from mxfp4_mm.tools.cli import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = docs.documents(ROOT)
@@ -210,9 +210,9 @@ SMALL = (4, 64, 256)
 
 
 def test_an_unshuffled_b_is_silently_wrong_and_readmes_recipe_makes_it_right(device):
-    import reference
-    from kernels.formats import e8m0_shuffle, quantize_mxfp4, shuffle_weight
-    from submission import custom_kernel
+    from mxfp4_mm import reference
+    from mxfp4_mm.kernels.formats import e8m0_shuffle, quantize_mxfp4, shuffle_weight
+    from mxfp4_mm.submission import custom_kernel
     data = reference.generate_input(*SMALL, seed=5, device=device)
     a, b, b_q, b_shuffle, b_scale_sh = data
     codes, scales = quantize_mxfp4(b)
@@ -224,9 +224,9 @@ def test_an_unshuffled_b_is_silently_wrong_and_readmes_recipe_makes_it_right(dev
 
 
 def test_an_a_that_requires_grad_is_detached_or_has_a_backward_that_raises(device):
-    import launchers  # noqa: F401  (registers the op)
-    import reference
-    from submission import custom_kernel
+    from mxfp4_mm import launchers  # noqa: F401  (registers the op)
+    from mxfp4_mm import reference
+    from mxfp4_mm.submission import custom_kernel
     data = reference.generate_input(*SMALL, seed=5, device=device)
     a = data[0].clone().requires_grad_()
     plain = custom_kernel(data)

@@ -12,9 +12,9 @@ import pytest
 import torch
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-import reference
-from kernels import formats
-from submission import custom_kernel
+from mxfp4_mm import reference
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.submission import custom_kernel
 
 M, N, K = 16, 128, 512
 

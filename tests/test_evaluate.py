@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import FlushRecorder
 
-from launchers.configs import BENCHMARK_SHAPES, TEST_SHAPES
-from tools import evaluate
+from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TEST_SHAPES
+from mxfp4_mm.tools import evaluate
 
 SMALL = "4,64,256,7"
 BROKEN = """
@@ -172,7 +172,7 @@ def test_non_self_contained_submission_is_refused_in_one_line(capsys, tmp_path):
     """A file outside the root that imports the project (the unbundled submission.py, say)
     is refused before it runs, with what to do instead."""
     leaky = tmp_path / "leaky.py"
-    leaky.write_text("from launchers import launcher_for\n\ndef custom_kernel(data):\n    pass\n")
+    leaky.write_text("from mxfp4_mm.launchers import launcher_for\n\ndef custom_kernel(data):\n    pass\n")
     assert evaluate.main(["test", "--submission", str(leaky), "--shapes", SMALL]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tools.evaluate: --submission: ")
@@ -183,7 +183,7 @@ def test_project_import_at_call_time_fails_the_shape(capsys, tmp_path):
     lazy = tmp_path / "lazy.py"
     lazy.write_text("def custom_kernel(data):\n    from submission_helpers import run\n"
                     "    return run(data)\n")
-    (tmp_path / "submission_helpers.py").write_text("from kernels import formats\n")
+    (tmp_path / "submission_helpers.py").write_text("from mxfp4_mm.kernels import formats\n")
     assert evaluate.main(["test", "--submission", str(lazy), "--shapes", SMALL]) == 1
     out = capsys.readouterr().out
     assert "seed     7: FAIL" in out
@@ -194,8 +194,8 @@ HIDE_CHILD = """
 import importlib.machinery, sys
 root, folder = sys.argv[1], sys.argv[2]
 sys.path.insert(0, root)
-from tools.evaluate import hide_project_modules
-import kernels.formats
+from mxfp4_mm.tools.evaluate import hide_project_modules
+import mxfp4_mm.kernels.formats; from mxfp4_mm import kernels
 
 
 class EditableInstall:          # what `pip install -e .` puts last in sys.meta_path
@@ -626,11 +626,11 @@ def test_geomean_refuses_zero_and_negative_values():
 
 @pytest.mark.parametrize("source, refused", [
     ("import torch\nimport os\n", None),
-    ("import kernels.formats\n", "kernels"),
-    ("from launchers.ladder import proven_launcher\n", "launchers"),
-    ("import torch, launchers\nfrom kernels import formats\n", "kernels, launchers"),
+    ("import mxfp4_mm.kernels.formats; from mxfp4_mm import kernels\n", "kernels"),
+    ("from mxfp4_mm.launchers.ladder import proven_launcher\n", "launchers"),
+    ("import torch; from mxfp4_mm import launchers\nfrom mxfp4_mm.kernels import formats\n", "kernels, launchers"),
     ("from . import launchers\n", None),
-    ("def f():\n    import launchers\n", "launchers"),
+    ("def f():\n    from mxfp4_mm import launchers\n", "launchers"),
 ])
 def test_check_standalone_refuses_absolute_imports_of_the_project(tmp_path, source, refused):
     path = tmp_path / "submission.py"
@@ -1035,7 +1035,7 @@ def test_hiding_the_project_forgets_its_modules_drops_its_root_and_finds_them_in
 
 def test_every_option_has_the_help_docs_tools_md_shows():
     import re
-    from tools import docs
+    from mxfp4_mm.tools import docs
     tools_md = (evaluate.ROOT / "docs" / "tools.md").read_text()
     shown = re.search(r"options:tools\.evaluate -->\n(.*?)\n<!-- end", tools_md, re.S).group(1)
     assert shown == docs.options_markdown("tools.evaluate")
@@ -1127,8 +1127,8 @@ def test_the_plot_draws_each_timed_shape_beside_its_baseline(monkeypatch, tmp_pa
                                           ("leaderboard", "BENCHMARK_SHAPES")])
 def test_without_shapes_a_mode_takes_its_own_set(mode, shapes):
     from types import SimpleNamespace
-    from launchers import configs
-    from tools import evaluate
+    from mxfp4_mm.launchers import configs
+    from mxfp4_mm.tools import evaluate
     specs = evaluate.resolve_specs(SimpleNamespace(shapes_file=None, shapes=None, mode=mode))
     assert [(s["m"], s["n"], s["k"]) for s in specs] == list(getattr(configs, shapes))
 

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-import reference
-from launchers import configs, ladder
-from launchers.configs import FITTING_CONFIG, GemmConfig, heuristic_config
-from launchers.fit import SHARED_MEMORY_LIMITS, DoesNotFit
-from tools.model_shapes import MODEL_LAYERS
+from mxfp4_mm import reference
+from mxfp4_mm.launchers import configs, ladder
+from mxfp4_mm.launchers.configs import FITTING_CONFIG, GemmConfig, heuristic_config
+from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS, DoesNotFit
+from mxfp4_mm.tools.model_shapes import MODEL_LAYERS
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER_TRITON = "3.6.0"
@@ -85,8 +85,8 @@ def test_no_served_config_spills(grid_rows):
 
 CONFIG_ROWS = '''
 import json, sys
-from launchers.configs import GemmConfig
-from tools.fit import compile_all, config_row
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.tools.fit import compile_all, config_row
 arch, config, shapes = sys.argv[1], GemmConfig(**json.loads(sys.argv[2])), json.loads(sys.argv[3])
 compile_all(arch, [(shape, config) for shape in shapes])
 print(json.dumps([config_row(arch, shape, config) for shape in shapes]))
@@ -95,7 +95,7 @@ print(json.dumps([config_row(arch, shape, config) for shape in shapes]))
 
 def _config_rows(arch, config, shapes):
     """tools.fit.config_row of `config` at each shape, compiled with the runner's Triton."""
-    from tools.gfx950.cross_compile import side_triton
+    from mxfp4_mm.tools.gfx950.cross_compile import side_triton
     env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT)]))
     fields = {f: v for f, v in vars(config).items()}
     done = subprocess.run([sys.executable, "-c", CONFIG_ROWS, arch, json.dumps(fields),
@@ -128,7 +128,7 @@ def test_a_config_too_big_for_sm90_is_reported_as_not_fitting():
 
 def test_tools_isa_names_the_bytes_and_exits_1_when_a_served_config_does_not_fit(tmp_path):
     """A tuned-shapes file serving the config above on sm_90 (the table is not touched)."""
-    from launchers.tuned_shapes import file_entry, write_configs
+    from mxfp4_mm.launchers.tuned_shapes import file_entry, write_configs
     path = tmp_path / "configs.json"
     big = GemmConfig(128, 256, 512, num_warps=8, num_stages=2, quantize_a_once=True)
     write_configs(str(path), [file_entry("sm_90", 4096, 4096, big, "too big", m=1024)])

@@ -11,8 +11,8 @@ import struct
 import pytest
 import torch
 
-from kernels import formats
-from kernels.formats import (
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.formats import (
     cdiv,
     dequantize_mxfp4,
     e2m1_codes,

@@ -13,16 +13,16 @@ import pytest
 import torch
 from triton.runtime.errors import OutOfResources
 
-import reference
-from kernels import formats
-from kernels.quantize import quantize_rows
-from launchers import current_target, launcher_for
-from kernels.preshuffle_gemm import SCALED_MFMA_K
-from launchers.configs import GEMM_CONFIGS, GemmConfig
-from launchers import ladder
-from launchers.gemm import GemmLauncher
-from launchers.proof import SPLIT_K_REPEATS
-from submission import custom_kernel
+from mxfp4_mm import reference
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.quantize import quantize_rows
+from mxfp4_mm.launchers import current_target, launcher_for
+from mxfp4_mm.kernels.preshuffle_gemm import SCALED_MFMA_K
+from mxfp4_mm.launchers.configs import GEMM_CONFIGS, GemmConfig
+from mxfp4_mm.launchers import ladder
+from mxfp4_mm.launchers.gemm import GemmLauncher
+from mxfp4_mm.launchers.proof import SPLIT_K_REPEATS
+from mxfp4_mm.submission import custom_kernel
 
 
 def assert_correct(data, out):
@@ -359,7 +359,7 @@ def test_column_major_a_over_several_k_tiles(device):
 #   taking the GEMM's choice; fresh outputs every call.
 # ---------------------------------------------------------------------------------------
 
-from launchers import gemm as gemm_module  # noqa: E402
+from mxfp4_mm.launchers import gemm as gemm_module  # noqa: E402
 
 
 @pytest.mark.parametrize("backend, sync, threads", [
@@ -590,7 +590,7 @@ def test_a_program_quantizes_only_the_rows_of_a_there_are(m, block_m, wave_split
     """A_ROWS: block_m, or the power of two at or above M where that is fewer (the codes are
     repeated to block_m rows for the MFMA, and rows past M are masked at the store); with K
     split across the waves, at least 16 / wave_split_k."""
-    from kernels.preshuffle_gemm import a_rows
+    from mxfp4_mm.kernels.preshuffle_gemm import a_rows
     assert a_rows(m, block_m, wave_split_k) == rows
     config = GemmConfig(block_m, 64, 512, wave_split_k=wave_split_k)
     spec, = gemm_module.launch_specs(config, "hip", m, 64, 512, (512, 1), "meta")

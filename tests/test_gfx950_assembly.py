@@ -2,7 +2,7 @@
 
 import pytest
 
-from tools.gfx950.assembly import k_loop, mfma_shape, parse, registers, source_files
+from mxfp4_mm.tools.gfx950.assembly import k_loop, mfma_shape, parse, registers, source_files
 
 KERNEL = """\
 \t.text

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from tools.gfx950 import calibration
-from tools.gfx950.critical_path import ISSUE_CYCLES, VMEM_CYCLES
+from mxfp4_mm.tools.gfx950 import calibration
+from mxfp4_mm.tools.gfx950.critical_path import ISSUE_CYCLES, VMEM_CYCLES
 
 ASM = ("\tbuffer_load_dwordx4 v[4:7], v20, s[8:11], 0 offen\n"
        "\ts_waitcnt vmcnt(0)\n"

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.gfx950.hazards import CLASSES, asm_hazards, operation
-from tools.gfx950.assembly import parse
+from mxfp4_mm.tools.gfx950.hazards import CLASSES, asm_hazards, operation
+from mxfp4_mm.tools.gfx950.assembly import parse
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "\t;;#ASMSTART\n", "\t;;#ASMEND\n"
@@ -186,7 +186,7 @@ def test_operations_read_and_write():
 
 QUANTIZER_PROBE = '''
 import torch, triton, triton.language as tl
-from tools.gfx950.cross_compile import compile_for
+from mxfp4_mm.tools.gfx950.cross_compile import compile_for
 from quantize_probe import quantize_tile_mxfp4
 
 @triton.jit
@@ -226,8 +226,8 @@ def test_the_quantizer_without_the_s_nop_before_its_readfirstlane_is_flagged(tmp
 
 CONVERSION_PROBE = '''
 import sys, torch, triton, triton.language as tl
-from tools.gfx950.cross_compile import compile_for
-from kernels.quantize import CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_WORDS
+from mxfp4_mm.tools.gfx950.cross_compile import compile_for
+from mxfp4_mm.kernels.quantize import CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_WORDS
 
 @triton.jit
 def probe(pairs_ptr, out_ptr, READER: tl.constexpr, N: tl.constexpr):

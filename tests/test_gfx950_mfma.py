@@ -4,8 +4,8 @@ quantize-once path by its one modelled time."""
 
 import pytest
 
-from launchers.configs import GemmConfig
-from tools.gfx950 import mfma, model, paths
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.tools.gfx950 import mfma, model, paths
 
 MFMA16 = "\tv_mfma_scale_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[0:3], v1, v2\n"
 MFMA32 = "\tv_mfma_scale_f32_32x32x64_f8f6f4 v[0:15], v[4:11], v[12:19], v[0:15], v1, v2\n"
@@ -129,8 +129,8 @@ def test_decoder_step_sums_each_layers_chosen_call_over_the_decode_batches():
     model's decoder layers."""
     import json
 
-    from tools.docs import MODEL_SHAPES_FIGURES
-    from tools.model_shapes import MODEL_DECODER_LAYERS, MODEL_LAYERS
+    from mxfp4_mm.tools.docs import MODEL_SHAPES_FIGURES
+    from mxfp4_mm.tools.model_shapes import MODEL_DECODER_LAYERS, MODEL_LAYERS
     calls = json.loads(MODEL_SHAPES_FIGURES.read_text())
     chosen = {row[0]: (row[5], row[4]) for row in paths.path_rows(calls)}
     rows = paths.decoder_step_rows(calls)

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from tools.gfx950 import model
+from mxfp4_mm.tools.gfx950 import model
 
 DATA = model.load_points()
 

@@ -12,7 +12,7 @@
 
 import pytest
 
-from launchers.configs import GemmConfig
+from mxfp4_mm.launchers.configs import GemmConfig
 
 HARDWARE_BAR = 8.0   # the hardware quantizer's fast-path bar, MAX_FAST_PATH_INSTRUCTIONS's
 
@@ -20,7 +20,7 @@ HARDWARE_BAR = 8.0   # the hardware quantizer's fast-path bar, MAX_FAST_PATH_INS
 @pytest.fixture
 def search():
     """tools.gfx950.search, whose bar the rows below are built against."""
-    from tools.gfx950 import search
+    from mxfp4_mm.tools.gfx950 import search
     assert search.MAX_FAST_PATH_INSTRUCTIONS["hardware"] == HARDWARE_BAR
     return search
 

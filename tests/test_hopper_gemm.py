@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
-from kernels import formats
-from kernels.quantize import quantize_rows
-from launchers.configs import (GEMM_CONFIGS, HOPPER_MAX_M, GemmConfig, config_lookup,
+from mxfp4_mm import reference
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.quantize import quantize_rows
+from mxfp4_mm.launchers.configs import (GEMM_CONFIGS, HOPPER_MAX_M, GemmConfig, config_lookup,
                                hopper_config)
-from launchers.gemm import GemmLauncher, launch_specs
-from launchers.paths import build_launcher
+from mxfp4_mm.launchers.gemm import GemmLauncher, launch_specs
+from mxfp4_mm.launchers.paths import build_launcher
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -142,9 +142,9 @@ _CROSS_COMPILE = """
 import os, re, subprocess, tempfile
 os.environ.pop("TRITON_INTERPRET", None)
 import triton
-from tools.gfx950.cross_compile import SM90, compile_for
-from launchers.configs import hopper_config
-from launchers.gemm import launch_specs
+from mxfp4_mm.tools.gfx950.cross_compile import SM90, compile_for
+from mxfp4_mm.launchers.configs import hopper_config
+from mxfp4_mm.launchers.gemm import launch_specs
 tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 for m, n, k in ((1, 4096, 4096), (8, 28672, 4096), (32, 4096, 14336), (64, 6144, 4096)):
     spec = [s for s in launch_specs(hopper_config(m, n, k), "cuda", m, n, k, (k, 1), "meta")
@@ -162,7 +162,7 @@ for m, n, k in ((1, 4096, 4096), (8, 28672, 4096), (32, 4096, 14336), (64, 6144,
 
 
 def test_the_rules_kernels_compile_for_sm90_without_a_stack_and_feed_wgmma_from_registers():
-    from tools.gfx950.cross_compile import side_triton
+    from mxfp4_mm.tools.gfx950.cross_compile import side_triton
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([str(side_triton("3.6.0")), str(ROOT)])
     done = subprocess.run([sys.executable, "-c", _CROSS_COMPILE], cwd=ROOT, env=env,

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
-from kernels import formats
-from kernels.quantize import (CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_FP4_F32_ASM,
+from mxfp4_mm import reference
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.quantize import (CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_FP4_F32_ASM,
                               CVT_FP4_F32_CONSTRAINTS, CVT_WORDS, FAST_AMAX_MAX, FAST_AMAX_MIN)
-from launchers.configs import GemmConfig
-from launchers.gemm import GemmLauncher
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm import GemmLauncher
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
-from submission import custom_kernel
+from mxfp4_mm import reference
+from mxfp4_mm.submission import custom_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -137,8 +137,8 @@ def test_strided_a_gives_the_right_answer(data, device):
 #   interpreted kernels.
 # ---------------------------------------------------------------------------------------
 
-from kernels import formats  # noqa: E402
-from launchers import inputs  # noqa: E402
+from mxfp4_mm.kernels import formats  # noqa: E402
+from mxfp4_mm.launchers import inputs  # noqa: E402
 
 
 def tensors(m=4, n=64, k=256, device="meta"):

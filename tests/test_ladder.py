@@ -10,15 +10,15 @@ from collections import OrderedDict
 import pytest
 import torch
 
-import launchers
-import reference
-from kernels import formats
-from kernels.quantize import fast_path_blocks
-from launchers import configs, ladder, proof
-from launchers.configs import (FITTING_CONFIG, QUIET_VARIABLE, GemmConfig, config_for,
+from mxfp4_mm import launchers
+from mxfp4_mm import reference
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.quantize import fast_path_blocks
+from mxfp4_mm.launchers import configs, ladder, proof
+from mxfp4_mm.launchers.configs import (FITTING_CONFIG, QUIET_VARIABLE, GemmConfig, config_for,
                                heuristic_config)
-from launchers.fit import DoesNotFit
-from submission import custom_kernel
+from mxfp4_mm.launchers.fit import DoesNotFit
+from mxfp4_mm.submission import custom_kernel
 
 SHAPE = (4, 96, 512)           # in no table: its heuristic config is the table's
 TABLE_SHAPE = (4, 2880, 512)   # a benchmark shape: its heuristic config differs

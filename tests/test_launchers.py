@@ -7,11 +7,11 @@ from collections import OrderedDict
 import pytest
 import torch
 
-import launchers
-from launchers import bypass, configs
-from launchers.configs import (GEMM_CONFIGS, TASK_SHAPES, GemmConfig, config_for,
+from mxfp4_mm import launchers
+from mxfp4_mm.launchers import bypass, configs
+from mxfp4_mm.launchers.configs import (GEMM_CONFIGS, TASK_SHAPES, GemmConfig, config_for,
                                heuristic_config)
-from launchers.gemm import GemmLauncher
+from mxfp4_mm.launchers.gemm import GemmLauncher
 
 ARCHES = ("gfx950", "sm_90")
 

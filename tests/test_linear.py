@@ -4,11 +4,11 @@ within the task's tolerance, the bias, leading dimensions, and one-line refusals
 import pytest
 import torch
 
-import launchers  # noqa: F401  (registers the op)
-import reference
-from kernels import formats
-from launchers.linear import MXFP4Linear
-from submission import custom_kernel
+from mxfp4_mm import launchers  # noqa: F401  (registers the op)
+from mxfp4_mm import reference
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers.linear import MXFP4Linear
+from mxfp4_mm.submission import custom_kernel
 
 
 def _linear(n, k, bias, device, seed=0):

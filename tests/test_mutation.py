@@ -1,6 +1,6 @@
 """tools.mutation's summary: the product (kernels/, launchers/) and the tools scored apart."""
 
-from tools import mutation
+from mxfp4_mm.tools import mutation
 
 SURVIVOR_DIFF = "--- a\n+++ b\n-    x = 1\n+    x = 2\n"
 

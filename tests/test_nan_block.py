@@ -18,10 +18,10 @@ import math
 import pytest
 import torch
 
-import reference
-from kernels import formats
-from launchers import current_target, interpreting
-from submission import custom_kernel
+from mxfp4_mm import reference
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers import current_target, interpreting
+from mxfp4_mm.submission import custom_kernel
 
 M, N, K = 16, 256, 512
 NAN_ROW, NAN_BLOCK = 5, 2

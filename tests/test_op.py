@@ -6,10 +6,10 @@ import importlib.util
 import pytest
 import torch
 
-import launchers  # noqa: F401  (registers the op)
-import reference
-from launchers.configs import TASK_SHAPES
-from submission import custom_kernel
+from mxfp4_mm import launchers  # noqa: F401  (registers the op)
+from mxfp4_mm import reference
+from mxfp4_mm.launchers.configs import TASK_SHAPES
+from mxfp4_mm.submission import custom_kernel
 
 SMALL = (4, 64, 256)
 

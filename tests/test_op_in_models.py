@@ -13,10 +13,10 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-import launchers
-import reference
-from launchers.configs import TASK_SHAPES
-from launchers.linear import MXFP4Linear
+from mxfp4_mm import launchers
+from mxfp4_mm import reference
+from mxfp4_mm.launchers.configs import TASK_SHAPES
+from mxfp4_mm.launchers.linear import MXFP4Linear
 
 ROOT = Path(__file__).resolve().parents[1]
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
@@ -99,8 +99,8 @@ def test_a_launcher_holds_only_its_counter_rows():
     """Partials and outputs are made per call; what a launcher holds (the in-kernel reduce's
     counter rows) is made when it is built, in the build thread, outside
     any graph's memory pool."""
-    from launchers.configs import GemmConfig
-    from launchers.gemm import GemmLauncher
+    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.gemm import GemmLauncher
     config = GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program")
     launcher = GemmLauncher(config, "interpreter", 16, 64, 512, (512, 1), "cpu")
     assert launcher.reduces_in_kernel
@@ -154,7 +154,7 @@ def test_a_capture_with_the_first_call_inside_replays_the_eager_bytes(shape, mod
 
 
 GLOBAL_CAPTURE = """
-import torch, launchers, reference
+import torch; from mxfp4_mm import launchers; import reference
 _, _, _, b_shuffle, b_scale_sh = reference.generate_input(4, 2880, 512, seed=1, device="cuda")
 static_a = torch.randn(4, 512, dtype=torch.bfloat16, device="cuda")
 torch.cuda.synchronize()

@@ -2,7 +2,7 @@
 
 import sys
 
-from tools import profile
+from mxfp4_mm.tools import profile
 
 RAW = '''==PROF== Connected to process 1 (python3)
 ==PROF== Profiling "preshuffle_gemm_kernel": 0%....50%....100% - 9 passes

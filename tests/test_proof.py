@@ -20,8 +20,8 @@ Decisions of launchers.proof:
 import pytest
 import torch
 
-from kernels import formats
-from launchers import proof
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers import proof
 
 
 def check(got, want):

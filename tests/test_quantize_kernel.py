@@ -7,11 +7,11 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import formats
-from kernels.quantize import (_cvt_f32_model, _cvt_model, _largest_outside,
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.quantize import (_cvt_f32_model, _cvt_model, _largest_outside,
                               fast_path_blocks, quantize_kernel, quantize_rows)
-from launchers.configs import GemmConfig
-from launchers.gemm import GemmLauncher
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm import GemmLauncher
 
 # Block contexts: the value under test sits in blocks whose other elements set these amax
 # values (0: the value alone), so that every bf16 pattern is quantized at several scales.

@@ -9,13 +9,13 @@ import dataclasses
 import pytest
 import torch
 
-import reference
-from kernels import formats
-from kernels.quantize import quantize_rows
-from launchers import current_target
-from launchers.configs import QUANTIZE_ONCE_MIN_M, GemmConfig, heuristic_config
-from launchers.gemm import GemmLauncher
-from launchers.ladder import proven_launcher
+from mxfp4_mm import reference
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.quantize import quantize_rows
+from mxfp4_mm.launchers import current_target
+from mxfp4_mm.launchers.configs import QUANTIZE_ONCE_MIN_M, GemmConfig, heuristic_config
+from mxfp4_mm.launchers.gemm import GemmLauncher
+from mxfp4_mm.launchers.ladder import proven_launcher
 
 
 def launch(config, a, b_shuffle, b_scale_sh):

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-import launchers  # noqa: F401  (registers the op)
-from kernels import formats
-from launchers.linear import MXFP4Linear, QuarkFormatError, load_quark
-from launchers.proof import compare
+from mxfp4_mm import launchers  # noqa: F401  (registers the op)
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers.linear import MXFP4Linear, QuarkFormatError, load_quark
+from mxfp4_mm.launchers.proof import compare
 
 FIXTURE = Path(__file__).parent / "data" / "quark_tiny_llama"
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,7 +256,7 @@ def test_quark_to_mxfp4_swaps_quarks_modules_in_place():
             checkpoint[f"{name}.weight_scale"]))
     model.load_state_dict({key: tensor for key, tensor in checkpoint.items()
                            if key.rpartition(".")[0] not in names}, strict=False)
-    from launchers.linear import quark_to_mxfp4
+    from mxfp4_mm.launchers.linear import quark_to_mxfp4
     assert quark_to_mxfp4(model) is model
     assert sorted(name for name, module in model.named_modules()
                   if isinstance(module, MXFP4Linear)) == names
@@ -278,7 +278,7 @@ def test_quark_makes_the_committed_fixture_anew_and_it_loads(tmp_path):
     model = load_quark(tmp_path)
     assert sum(isinstance(module, MXFP4Linear) for module in model.modules()) == 14
     import transformers
-    from launchers.linear import quark_to_mxfp4
+    from mxfp4_mm.launchers.linear import quark_to_mxfp4
     # (use_kernels=False: transformers' Hub kernels need Hugging Face's `kernels` package)
     through_quark = quark_to_mxfp4(transformers.AutoModelForCausalLM.from_pretrained(
         tmp_path, dtype=torch.bfloat16, use_kernels=False))

@@ -8,8 +8,8 @@ shuffle layouts are re-derived in the test from their definitions.
 import pytest
 import torch
 
-import reference
-from kernels import formats
+from mxfp4_mm import reference
+from mxfp4_mm.kernels import formats
 
 FP4 = torch.float4_e2m1fn_x2
 E8M0 = torch.float8_e8m0fnu

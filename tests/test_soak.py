@@ -5,8 +5,8 @@ import random
 import pytest
 import torch
 
-from tools import soak
-from tools.model_shapes import MODEL_LAYERS
+from mxfp4_mm.tools import soak
+from mxfp4_mm.tools.model_shapes import MODEL_LAYERS
 
 
 @pytest.mark.parametrize("requested, verdict", [

@@ -7,11 +7,11 @@ import torch
 import triton
 import triton.language as tl
 
-import reference
-from kernels.preshuffle_gemm import _xcd_remapped
-from launchers.configs import GemmConfig
-from launchers.gemm import GemmLauncher
-from tools.gfx950.release_order import release_ordered, release_problems
+from mxfp4_mm import reference
+from mxfp4_mm.kernels.preshuffle_gemm import _xcd_remapped
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm import GemmLauncher
+from mxfp4_mm.tools.gfx950.release_order import release_ordered, release_problems
 
 SHAPE = (20, 192, 1024)
 

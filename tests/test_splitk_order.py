@@ -5,10 +5,10 @@ same bytes, that order's, on inputs whose sum depends on the order."""
 import pytest
 import torch
 
-import reference
-from kernels import formats
-from launchers.configs import GemmConfig
-from launchers.gemm import GemmLauncher
+from mxfp4_mm import reference
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm import GemmLauncher
 
 M, N, BLOCK_K = 16, 32, 256
 HUGE = 2.0 ** 30          # 1.0 next to it is lost to fp32 rounding

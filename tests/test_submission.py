@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import launchers
-from launchers import tuner
+from mxfp4_mm import launchers
+from mxfp4_mm.launchers import tuner
 
 SUBMISSION = Path(__file__).resolve().parents[1] / "submission.py"
 

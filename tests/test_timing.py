@@ -10,7 +10,7 @@ Decisions of launchers.timing:
 
 import torch
 
-from launchers import timing
+from mxfp4_mm.launchers import timing
 
 
 class Clock:

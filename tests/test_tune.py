@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from launchers import config_table
-from launchers.configs import GEMM_CONFIGS, GemmConfig
-from tools import tune
+from mxfp4_mm.launchers import config_table
+from mxfp4_mm.launchers.configs import GEMM_CONFIGS, GemmConfig
+from mxfp4_mm.tools import tune
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from launchers import configs, tuned_shapes
-from launchers.configs import (GEMM_CONFIGS, M_BUCKET_CAP, GemmConfig, config_lookup,
+from mxfp4_mm.launchers import configs, tuned_shapes
+from mxfp4_mm.launchers.configs import (GEMM_CONFIGS, M_BUCKET_CAP, GemmConfig, config_lookup,
                                heuristic_config, m_bucket, note_untuned, untuned_shapes)
-from launchers.tuned_shapes import ConfigFileError, file_entry, load_configs, write_configs
+from mxfp4_mm.launchers.tuned_shapes import ConfigFileError, file_entry, load_configs, write_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK_SHAPE = (16, 2112, 7168)
@@ -207,7 +207,7 @@ def test_quiet_set_to_0_or_empty_keeps_the_notice(capsys, monkeypatch, value):
 
 def test_a_shape_with_a_file_entry_takes_no_notice_and_is_proven_with_its_config(
         capsys, device):
-    from launchers.ladder import proven_launcher
+    from mxfp4_mm.launchers.ladder import proven_launcher
     m, n, k = 5, 64, 256
     entry = GemmConfig(16, 32, 256)
     configs.add_entries("gfx950", {}, {(n, k, 8): entry})
@@ -228,7 +228,7 @@ def test_the_environment_variable_loads_a_file_at_import_and_a_bad_one_is_one_li
     good, bad = tmp_path / "good.json", tmp_path / "bad.json"
     write_configs(good, [file_entry("gfx950", N, K, config(block_m=64), "x", m_bucket=16)])
     bad.write_text(json.dumps({"entries": [good_entry(m_bucket=3)]}))
-    code = ("import launchers; from launchers.configs import config_lookup; "
+    code = ("from mxfp4_mm import launchers; from mxfp4_mm.launchers.configs import config_lookup; "
             f"print(config_lookup('gfx950', 9, {N}, {K})[1])")
     loaded = run_python(code, MXFP4_MM_CONFIGS=str(good))
     assert loaded.stdout.split() == ["bucket"] and loaded.stderr == ""
@@ -240,15 +240,15 @@ def test_the_environment_variable_loads_a_file_at_import_and_a_bad_one_is_one_li
 
 
 def test_the_one_file_submission_leaves_the_file_out():
-    from tools.bundle import build_bundle
+    from mxfp4_mm.tools.bundle import build_bundle
     text = build_bundle(ROOT)
     assert "load_configs" not in text and "CONFIGS_VARIABLE" not in text
     assert "def note_untuned" in text and "def config_lookup" in text
 
 
 def test_a_model_or_an_n_k_pair_stands_for_each_m_and_task_shapes_stay_as_given():
-    from tools.cli import parse_model_shapes
-    from tools.model_shapes import MODEL_LAYERS
+    from mxfp4_mm.tools.cli import parse_model_shapes
+    from mxfp4_mm.tools.model_shapes import MODEL_LAYERS
     shapes = parse_model_shapes(["llama-3-8b", "4096,1024", "16,2112,7168", "4096,4096"], (1, 2048))
     pairs = list(MODEL_LAYERS["llama-3-8b"].values())
     assert shapes[:8] == [(m, n, k) for n, k in pairs for m in (1, 2048)]
@@ -256,7 +256,7 @@ def test_a_model_or_an_n_k_pair_stands_for_each_m_and_task_shapes_stay_as_given(
 
 
 def test_tools_tune_writes_its_winners_as_bucket_entries_that_load(tmp_path):
-    from tools.tune import write_file_entries
+    from mxfp4_mm.tools.tune import write_file_entries
     winner = config(block_m=128, num_warps=8, quantize_a_once=True)
     result = {"config": vars(winner)}
     write_file_entries("sm_90", {(1500, N, K): (result, "tools.tune: 12.3 µs")},
@@ -268,7 +268,7 @@ def test_tools_tune_writes_its_winners_as_bucket_entries_that_load(tmp_path):
 
 
 def test_tools_tune_tries_a_quantized_once_up_to_256_rows_from_m_64():
-    from tools.tune import QUANTIZE_ONCE_FROM_M, tile_candidates
+    from mxfp4_mm.tools.tune import QUANTIZE_ONCE_FROM_M, tile_candidates
     large = tile_candidates("sm_90", 4096, N, K, 132)
     once = [c for c in large if c.quantize_a_once]
     assert once and max(c.block_m for c in once) == 256

@@ -23,8 +23,8 @@ import dataclasses
 
 import pytest
 
-from launchers import candidates, ladder, tuner
-from launchers.configs import BENCHMARK_SHAPES, GemmConfig, config_for
+from mxfp4_mm.launchers import candidates, ladder, tuner
+from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, GemmConfig, config_for
 
 SHAPE = (4, 2880, 512)
 CONFIGS = [GemmConfig(16, 32, 512), GemmConfig(16, 64, 512), GemmConfig(16, 32, 256, split_k=2)]
@@ -233,8 +233,8 @@ def test_the_bf16_hardware_form_is_timed_against_the_f32_form_of_the_table_entry
 
 def test_tune_times_on_a_row_major_a_of_the_shape(monkeypatch):
     """Every candidate proves right; the calls the loop times see A of (M, K), strides (K, 1)."""
-    from kernels import formats
-    from launchers.proof import reference_output
+    from mxfp4_mm.kernels import formats
+    from mxfp4_mm.launchers.proof import reference_output
     timed = []
 
     class RightLauncher(WrongLauncher):
@@ -300,7 +300,7 @@ def test_tune_launchers_end_to_end_serves_the_winner_through_launcher_for(monkey
     a contiguous A of that shape, under the key it looks up."""
     import collections
     import torch
-    import launchers
+    from mxfp4_mm import launchers
     shape, alternative = (4, 64, 512), {"block_m": 16, "block_n": 32, "block_k": 512}
     monkeypatch.setattr(launchers, "_launchers", collections.OrderedDict())
     monkeypatch.setattr(launchers, "_gpu", torch.device)   # the CPU has no current device

@@ -56,12 +56,12 @@ from pathlib import Path
 import torch
 import triton
 
-from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_variable,
+from mxfp4_mm.tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_variable,
                        clear_bytes, output_file, parse_m_list, parse_shapes, positive_int,
                        usage_error)
-from tools.evaluate import _num, geomean
-from tools.model_shapes import DECODE_MAX_M
-from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
+from mxfp4_mm.tools.evaluate import _num, geomean
+from mxfp4_mm.tools.model_shapes import DECODE_MAX_M
+from mxfp4_mm.tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
 
 COPY_BYTES = 1 << 30
 COPY_REPETITIONS = 5
@@ -201,7 +201,7 @@ def empty_kernel():
 
 def gpu_problem():
     """Why this cannot run here (a sentence), or None when a CUDA/ROCm GPU is usable."""
-    from launchers import interpreting
+    from mxfp4_mm.launchers import interpreting
     if not torch.cuda.is_available():
         return "needs a GPU (CUDA or ROCm); none is available here"
     if interpreting():
@@ -235,11 +235,11 @@ def time_variant(loop, fn, calls):
 
 def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):
     """Check (a) and (b), time (a)..(d) and the host launches for one shape; its row."""
-    import reference
-    from kernels.quantize import quantize_rows
-    from launchers import current_target, launcher_for
-    from launchers.gemm import GemmLauncher
-    from submission import custom_kernel
+    from mxfp4_mm import reference
+    from mxfp4_mm.kernels.quantize import quantize_rows
+    from mxfp4_mm.launchers import current_target, launcher_for
+    from mxfp4_mm.launchers.gemm import GemmLauncher
+    from mxfp4_mm.submission import custom_kernel
 
     m, n, k = spec["m"], spec["n"], spec["k"]
     data = reference.generate_input(m, n, k, spec["seed"], device="cuda")
@@ -296,7 +296,7 @@ def run(specs, args):
     print(f"device: {device}; {len(specs)} shape(s), {args.calls} timed calls each, cache clear "
           f"{args.clear_bytes / 2**20:.0f} MiB", flush=True)
     start = time.perf_counter()
-    import submission  # noqa: F401  (pre-warms every task shape's kernels on a GPU)
+    from mxfp4_mm import submission  # noqa: F401  (pre-warms every task shape's kernels on a GPU)
     print(f"imported submission (pre-warm) in {time.perf_counter() - start:.1f} s", flush=True)
 
     loop = RunnerLoop(args.clear_bytes)
@@ -380,11 +380,11 @@ def vendor_gemm_row(spec, time_us, device="cuda") -> dict:
     """One shape: the fused GEMM and the dequant path, each proven (launchers.proof), checked
     with reference.check_implementation and timed, and F.linear bf16 timed (time_us(fn) -> mean
     µs per call); a path that fails gets None and its reason."""
-    import reference
-    from launchers import current_target
-    from launchers.configs import DEQUANT_CONFIG, config_lookup, heuristic_config
-    from launchers.ladder import Rung, prove_rung
-    from launchers.paths import build_launcher
+    from mxfp4_mm import reference
+    from mxfp4_mm.launchers import current_target
+    from mxfp4_mm.launchers.configs import DEQUANT_CONFIG, config_lookup, heuristic_config
+    from mxfp4_mm.launchers.ladder import Rung, prove_rung
+    from mxfp4_mm.launchers.paths import build_launcher
 
     m, n, k = spec["m"], spec["n"], spec["k"]
     data = reference.generate_input(m, n, k, spec["seed"], device=device)
@@ -454,7 +454,7 @@ def run_vendor_gemm(specs, args) -> int:
 
 def dequantized_linear(layer) -> torch.nn.Linear:
     """The bf16 nn.Linear of an MXFP4Linear: its dequantized weight and its bias, on its device."""
-    from kernels import formats
+    from mxfp4_mm.kernels import formats
     n, k = layer.out_features, layer.in_features
     codes = formats.unshuffle_weight(layer.b_shuffle)
     scales = formats.e8m0_unshuffle(layer.b_scale_sh, n, formats.cdiv(k, formats.MX_BLOCK))
@@ -470,7 +470,7 @@ def dequantized_linear(layer) -> torch.nn.Linear:
 def bf16_twin(model):
     """A copy of `model` whose every MXFP4Linear is its dequantized_linear."""
     import copy
-    from launchers.linear import MXFP4Linear
+    from mxfp4_mm.launchers.linear import MXFP4Linear
     twin = copy.deepcopy(model)
     for name, module in list(twin.named_modules()):
         if isinstance(module, MXFP4Linear):
@@ -484,7 +484,7 @@ def mxfp4_llama(config: dict, device):
     linear of its decoder layers an MXFP4Linear (MXFP4Linear.from_linear), lm_head kept."""
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from launchers.linear import MXFP4Linear
+    from mxfp4_mm.launchers.linear import MXFP4Linear
     torch.manual_seed(0)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(LlamaConfig(**config),
@@ -500,10 +500,10 @@ def mxfp4_llama(config: dict, device):
 def load_model(source, device):
     """--model's model: a Quark export's folder through load_quark, or a name of LLAMA_CONFIGS
     through mxfp4_llama."""
-    from tools.model_shapes import LLAMA_CONFIGS
+    from mxfp4_mm.tools.model_shapes import LLAMA_CONFIGS
     if str(source) in LLAMA_CONFIGS:
         return mxfp4_llama(LLAMA_CONFIGS[str(source)], device)
-    from launchers.linear import load_quark
+    from mxfp4_mm.launchers.linear import load_quark
     return load_quark(source, device=device)
 
 
@@ -523,7 +523,7 @@ def format_model_table(rows) -> str:
 
 def run_model(args):
     """Load the model and its twin on the GPU, then time a decode step of both per M."""
-    from launchers.linear import MXFP4Linear
+    from mxfp4_mm.launchers.linear import MXFP4Linear
     device = torch.cuda.get_device_name()
     start = time.perf_counter()
     model = load_model(args.model, "cuda")
@@ -592,7 +592,7 @@ def check_model_arguments(args):
         return
     if args.shapes != ["benchmarks"] or args.png:
         raise UsageError("--model times a model: --shapes and --png do not go with it")
-    from tools.model_shapes import LLAMA_CONFIGS
+    from mxfp4_mm.tools.model_shapes import LLAMA_CONFIGS
     if str(args.model) not in LLAMA_CONFIGS and not (args.model / "config.json").is_file():
         raise UsageError(f"--model {args.model}: no config.json there (expected an AMD Quark "
                          f"export's folder or one of {', '.join(LLAMA_CONFIGS)})")

@@ -22,7 +22,7 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from tools.cli import (LEADERBOARD_SEED_STEP, SHAPES_HELP, ArgumentParser,  # noqa: E402
+from mxfp4_mm.tools.cli import (LEADERBOARD_SEED_STEP, SHAPES_HELP, ArgumentParser,  # noqa: E402
                        UsageError, check_fault_variable, parse_shapes, positive_int,
                        usage_error)
 
@@ -45,9 +45,9 @@ def main(argv=None):
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         print("no GPU: running through the Triton interpreter, which is slow", flush=True)
-    import reference
-    from launchers import launcher_for
-    from submission import custom_kernel
+    from mxfp4_mm import reference
+    from mxfp4_mm.launchers import launcher_for
+    from mxfp4_mm.submission import custom_kernel
 
     began = time.perf_counter()
     failures = 0

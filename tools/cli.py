@@ -120,7 +120,7 @@ def usage_error(prog: str, error) -> int:
 def check_fault_variable() -> None:
     """MXFP4_MM_FAULT (launchers.ladder) parsed before anything is built, so that a bad value
     is a usage error rather than a traceback from deep in the first call."""
-    from launchers.ladder import FAULT_VARIABLE, parse_faults
+    from mxfp4_mm.launchers.ladder import FAULT_VARIABLE, parse_faults
     try:
         parse_faults(os.environ.get(FAULT_VARIABLE, ""))
     except ValueError as error:
@@ -128,8 +128,8 @@ def check_fault_variable() -> None:
 
 
 def check_shape(m: int, n: int, k: int) -> None:
-    from kernels.formats import WEIGHT_TILE_N
-    from launchers.inputs import K_MULTIPLE
+    from mxfp4_mm.kernels.formats import WEIGHT_TILE_N
+    from mxfp4_mm.launchers.inputs import K_MULTIPLE
     if m < 1 or n < 1 or k < 1:
         raise UsageError(f"shape {m},{n},{k}: M, N and K must be positive")
     if k % K_MULTIPLE:
@@ -141,7 +141,7 @@ def check_shape(m: int, n: int, k: int) -> None:
 
 def shape_cases(words, with_seed: bool = False, option: str = "--shapes") -> list:
     """--shapes words (given to `option`) -> [(m, n, k, seed or None)], every shape checked."""
-    from launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
+    from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
     named = {"tests": TEST_SHAPES, "benchmarks": BENCHMARK_SHAPES, "all": TASK_SHAPES}
     sizes = (3, 4) if with_seed else (3,)
     cases = []
@@ -164,7 +164,7 @@ def shape_cases(words, with_seed: bool = False, option: str = "--shapes") -> lis
 
 def default_seed(m: int, n: int, k: int, index: int) -> int:
     """The runner's seed of a task shape, else SEED_BASE + its index in the list."""
-    from launchers.configs import TASK_SEEDS
+    from mxfp4_mm.launchers.configs import TASK_SEEDS
     return TASK_SEEDS.get((m, n, k), SEED_BASE + index)
 
 
@@ -206,7 +206,7 @@ def parse_m_list(text: str) -> tuple:
 def parse_model_shapes(words, ms, option: str = "--shapes") -> list:
     """`option`'s words, where a model name or N,K stands for (M, N, K) with each M of `ms`,
     the others as parse_plain_shapes -> [(m, n, k)], each once, in order."""
-    from tools.model_shapes import MODEL_LAYERS, model_pairs
+    from mxfp4_mm.tools.model_shapes import MODEL_LAYERS, model_pairs
     found = []
     for word in words:
         pairs = model_pairs([word]) if word in MODEL_LAYERS else None

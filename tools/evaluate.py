@@ -68,7 +68,7 @@ import time
 import traceback
 from pathlib import Path
 
-from tools.cli import (LEADERBOARD_SEED_STEP, ArgumentParser, UsageError, assign_seeds,
+from mxfp4_mm.tools.cli import (LEADERBOARD_SEED_STEP, ArgumentParser, UsageError, assign_seeds,
                        check_fault_variable, clear_bytes, non_negative_int, output_file, parse_shapes,
                        positive_float, usage_error)
 
@@ -97,7 +97,7 @@ REL_ERR_TARGET = 0.001
 DEFAULT_MAX_WALL_S = 10.0
 DEFAULT_CLEAR_BYTES = 1 << 30
 # The child: argv is (root, job, fd); the project root goes first on sys.path for tools.cli.
-CHILD_PROGRAM = ("import sys; sys.path.insert(0, sys.argv[1]); from tools.evaluate import "
+CHILD_PROGRAM = ("import sys; sys.path.insert(0, sys.argv[1]); from mxfp4_mm.tools.evaluate import "
                  "child_main; sys.exit(child_main(sys.argv[2], int(sys.argv[3])))")
 
 _CASE_PART = re.compile(r"\s*([a-zA-Z_]\w*):\s*([+-]?[0-9]+)\s*")
@@ -275,7 +275,7 @@ def child_main(job_text, fd):
 def project_module_names(root) -> set:
     """The top-level modules of the project tree: its packages and its .py files, and for this
     project's own tree its installed name (tools.bundle.PACKAGE), which a wheel's tree lacks."""
-    from tools.bundle import PACKAGE
+    from mxfp4_mm.tools.bundle import PACKAGE
     root = Path(root)
     return {path.stem for path in root.glob("*.py")} | \
         {path.parent.name for path in root.glob("*/__init__.py")} | \
@@ -486,7 +486,7 @@ def check_standalone(submission) -> None:
     define custom_kernel at its top level. A file outside the project root runs alone, as on
     the runner: refuse one that imports the project's packages (the unbundled submission.py),
     saying what to run instead."""
-    from tools.bundle import PACKAGE, PROJECT_PACKAGES, project_module
+    from mxfp4_mm.tools.bundle import PACKAGE, PROJECT_PACKAGES, project_module
     path = Path(submission).resolve()
     try:
         tree = ast.parse(path.read_text(), filename=str(path))

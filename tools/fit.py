@@ -24,11 +24,11 @@ from multiprocessing import get_context
 
 import triton
 
-from launchers.configs import config_lookup
-from launchers.fit import SHARED_MEMORY_LIMITS
-from launchers.paths import path_launch_specs
-from tools.gfx950 import report
-from tools.gfx950.cross_compile import GFX950, SM90, compile_for, specialization
+from mxfp4_mm.launchers.configs import config_lookup
+from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS
+from mxfp4_mm.launchers.paths import path_launch_specs
+from mxfp4_mm.tools.gfx950 import report
+from mxfp4_mm.tools.gfx950.cross_compile import GFX950, SM90, compile_for, specialization
 
 TARGETS = {"gfx950": GFX950, "sm_90": SM90}
 BACKENDS = {"gfx950": "hip", "sm_90": "cuda"}

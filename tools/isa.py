@@ -60,17 +60,17 @@ os.environ.pop("TRITON_INTERPRET", None)   # compiling needs the real JIT functi
 
 import triton                                # noqa: E402
 
-from kernels import formats                  # noqa: E402
-from kernels.quantize import QUANTIZERS      # noqa: E402
-from launchers.configs import GEMM_CONFIGS, GemmConfig, m_bucket  # noqa: E402
-from launchers.gemm import launch_specs      # noqa: E402
-from launchers.tuned_shapes import file_entry, write_configs  # noqa: E402
-from tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, output_file,  # noqa: E402
+from mxfp4_mm.kernels import formats                  # noqa: E402
+from mxfp4_mm.kernels.quantize import QUANTIZERS      # noqa: E402
+from mxfp4_mm.launchers.configs import GEMM_CONFIGS, GemmConfig, m_bucket  # noqa: E402
+from mxfp4_mm.launchers.gemm import launch_specs      # noqa: E402
+from mxfp4_mm.launchers.tuned_shapes import file_entry, write_configs  # noqa: E402
+from mxfp4_mm.tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, output_file,  # noqa: E402
                        output_folder, parse_m_list, parse_model_shapes, usage_error)
-from tools.model_shapes import MODEL_LAYERS, MODEL_M  # noqa: E402
-from tools import fit                         # noqa: E402
-from tools.gfx950 import report as gfx950   # noqa: E402
-from tools.gfx950.cross_compile import (ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
+from mxfp4_mm.tools.model_shapes import MODEL_LAYERS, MODEL_M  # noqa: E402
+from mxfp4_mm.tools import fit                         # noqa: E402
+from mxfp4_mm.tools.gfx950 import report as gfx950   # noqa: E402
+from mxfp4_mm.tools.gfx950.cross_compile import (ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
                                         SideInstallError, compile_for, run_with_triton)
 
 _PTX_INSTRUCTION = re.compile(r"^\s+(?:@!?%p\d+\s+)?([a-z][\w.]*)", re.MULTILINE)
@@ -177,7 +177,7 @@ def format_sweep(shape, calls) -> str:
     model family (tools.gfx950.search.ranked), their range, and each member's own best, with the
     count of those compiled and of those not eligible (spills, scratch, hazards, unordered
     release)."""
-    from tools.gfx950.search import members_best, ranked
+    from mxfp4_mm.tools.gfx950.search import members_best, ranked
     best = ranked(calls)
     lines = [f"{'x'.join(map(str, shape))}: {len(calls)} calls compiled, {len(best)} eligible; "
              f"the best {min(SWEEP_SHOWN, len(best))} by the family's worst modelled µs",
@@ -311,7 +311,7 @@ def main(argv=None):
         rows = [sm90_row(shape, config) for shape, config in GEMM_CONFIGS["sm_90"].items()]
         print(format_sm90_table(rows))
     elif compare_paths:
-        from tools.gfx950 import paths
+        from mxfp4_mm.tools.gfx950 import paths
         started = time.time()
         rows = paths.sweep(sweep_shapes, args.quantizer)
         print(paths.format_paths(rows))
@@ -321,7 +321,7 @@ def main(argv=None):
         if args.configs:
             write_configs(args.configs, paths.config_entries(rows, _sweep_note(args.quantizer)))
     elif sweep_shapes:
-        from tools.gfx950.search import ranked, search
+        from mxfp4_mm.tools.gfx950.search import ranked, search
         rows, entries = [], []
         for shape in sweep_shapes:
             calls = search(shape, args.quantizer)

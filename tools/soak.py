@@ -21,9 +21,9 @@ import time
 
 import torch
 
-from tools.cli import (ArgumentParser, UsageError, check_fault_variable, non_negative_int,
+from mxfp4_mm.tools.cli import (ArgumentParser, UsageError, check_fault_variable, non_negative_int,
                        usage_error)
-from tools.model_shapes import MODEL_LAYERS
+from mxfp4_mm.tools.model_shapes import MODEL_LAYERS
 
 
 MAX_RANDOM_M = 16384
@@ -54,7 +54,7 @@ def memory_verdict(requested: list) -> str:
 
 
 def memory_stays_flat(m, n, k, calls, custom_kernel, cached_launcher_count) -> bool:
-    import reference
+    from mxfp4_mm import reference
     pool = [reference.generate_input(m, n, k, seed=s) for s in range(8)]
     for warm in pool:
         custom_kernel(warm)
@@ -110,12 +110,12 @@ def main(argv=None):
     if not torch.cuda.is_available():
         print("tools.soak: needs a GPU; run it on a machine with CUDA or ROCm", file=sys.stderr)
         return 2
-    import reference
-    from launchers import cached_launcher_count, launcher_for
-    from launchers.configs import BENCHMARK_SHAPES
-    from launchers.inputs import problem_of
-    from tools.timing import host_time_us
-    from submission import custom_kernel
+    from mxfp4_mm import reference
+    from mxfp4_mm.launchers import cached_launcher_count, launcher_for
+    from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES
+    from mxfp4_mm.launchers.inputs import problem_of
+    from mxfp4_mm.tools.timing import host_time_us
+    from mxfp4_mm.submission import custom_kernel
 
     passed = failed = 0
     rng = random.Random(args.seed)

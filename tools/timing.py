@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from launchers.timing import DEFAULT_CLEAR_BYTES, RunnerLoop  # noqa: F401 (re-exported)
+from mxfp4_mm.launchers.timing import DEFAULT_CLEAR_BYTES, RunnerLoop  # noqa: F401 (re-exported)
 
 
 def host_time_us(fn, calls: int) -> float:

@@ -42,8 +42,8 @@ from pathlib import Path
 
 import torch
 
-from kernels.preshuffle_gemm import gemm_tiles
-from launchers.configs import non_default_fields
+from mxfp4_mm.kernels.preshuffle_gemm import gemm_tiles
+from mxfp4_mm.launchers.configs import non_default_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_PATH = ROOT / "launchers" / "config_table.py"
@@ -78,8 +78,8 @@ def reduce_choices(arch: str, splits: int) -> tuple:
 def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
     """Stage 1: the tile shapes and split counts worth trying for this shape, and the other
     paths at this M (launchers.candidates.path_candidates)."""
-    from launchers.candidates import path_candidates
-    from launchers.configs import GemmConfig, config_from_fields
+    from mxfp4_mm.launchers.candidates import path_candidates
+    from mxfp4_mm.launchers.configs import GemmConfig, config_from_fields
     block_ms = [bm for bm in (16, 32, 64, 128) if bm == 16 or bm <= m]
     nvidia = arch.startswith("sm_")
     found = {}
@@ -115,7 +115,7 @@ def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
 
 def quantize_once_candidates(m: int) -> list:
     """Stage 1's quantize-once tiles: BLOCK_M up to 256 (no more than M calls for), one split."""
-    from launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.configs import GemmConfig
     return [GemmConfig(bm, bn, bk, num_warps=8, num_stages=2, quantize_a_once=True)
             for bm in (64, 128, 256) if bm <= max(64, m)
             for bn in (64, 128, 256) for bk in (256, 512)
@@ -147,9 +147,9 @@ def refine_candidates(arch: str, config, k: int) -> list:
 def _compile_in_worker(fields: dict, m: int, n: int, k: int):
     """Build (and so compile into Triton's cache) one launcher; returns an error text or None."""
     try:
-        from launchers import current_target
-        from launchers.configs import GemmConfig
-        from launchers.paths import build_launcher
+        from mxfp4_mm.launchers import current_target
+        from mxfp4_mm.launchers.configs import GemmConfig
+        from mxfp4_mm.launchers.paths import build_launcher
         backend = current_target("cuda")[0]
         build_launcher(GemmConfig(**fields), backend, m, n, k, (k, 1), torch.device("cuda"))
         return None
@@ -176,7 +176,7 @@ class State:
 
 def _still_valid(result) -> bool:
     """False for results of configs this version no longer accepts (an older state file)."""
-    from launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.configs import GemmConfig
     try:
         GemmConfig(**result["config"])
         return True
@@ -198,9 +198,9 @@ def best_result(results: dict):
 
 
 def measure(config, backend, data, loop, calls: int) -> dict:
-    import reference
-    from launchers.paths import build_launcher
-    from tools.timing import summary
+    from mxfp4_mm import reference
+    from mxfp4_mm.launchers.paths import build_launcher
+    from mxfp4_mm.tools.timing import summary
     a, _, _, b_shuffle, b_scale_sh = data
     m, k = a.shape
     n = b_shuffle.shape[0]
@@ -221,8 +221,8 @@ def measure(config, backend, data, loop, calls: int) -> dict:
 
 
 def tune_shape(shape, arch, backend, state, loop, pool, args, deadline, progress):
-    import reference
-    from launchers.configs import GemmConfig, config_for
+    from mxfp4_mm import reference
+    from mxfp4_mm.launchers.configs import GemmConfig, config_for
     m, n, k = shape
     processors = torch.cuda.get_device_properties(0).multi_processor_count
     data = reference.generate_input(m, n, k, seed=2024, device="cuda")
@@ -287,8 +287,8 @@ def render_table(table: dict, doc: str) -> str:
 
 def write_winners(arch: str, winners: dict, path: Path = TABLE_PATH):
     """Replace the entries of `arch` for the tuned shapes in the config data file."""
-    from launchers import config_table
-    from launchers.configs import GemmConfig
+    from mxfp4_mm.launchers import config_table
+    from mxfp4_mm.launchers.configs import GemmConfig
     table = {a: dict(entries) for a, entries in config_table.CONFIG_TABLE.items()}
     entries = table.setdefault(arch, {})
     for shape, (result, note) in winners.items():
@@ -299,17 +299,17 @@ def write_winners(arch: str, winners: dict, path: Path = TABLE_PATH):
 
 def write_file_entries(arch: str, winners: dict, path) -> None:
     """Merge the winners into the tuned-shapes file at `path`, each as its M's bucket."""
-    from launchers.configs import GemmConfig, m_bucket
-    from launchers.tuned_shapes import file_entry, write_configs
+    from mxfp4_mm.launchers.configs import GemmConfig, m_bucket
+    from mxfp4_mm.launchers.tuned_shapes import file_entry, write_configs
     write_configs(path, [file_entry(arch, n, k, GemmConfig(**result["config"]),
                                     f"{note}; tuned at M={m}", m_bucket=m_bucket(m))
                          for (m, n, k), (result, note) in winners.items()])
 
 
 def build_parser():
-    from tools.cli import (MODEL_SHAPES_HELP, ArgumentParser, clear_bytes, output_file,
+    from mxfp4_mm.tools.cli import (MODEL_SHAPES_HELP, ArgumentParser, clear_bytes, output_file,
                            parse_m_list, positive_float, positive_int)
-    from tools.model_shapes import MODEL_LAYERS, MODEL_M
+    from mxfp4_mm.tools.model_shapes import MODEL_LAYERS, MODEL_M
     parser = ArgumentParser("tools.tune", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
                         help=MODEL_SHAPES_HELP.format(", ".join(MODEL_LAYERS))
@@ -338,7 +338,7 @@ def build_parser():
 
 
 def parse_args(argv):
-    from tools.cli import UsageError, parse_model_shapes
+    from mxfp4_mm.tools.cli import UsageError, parse_model_shapes
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -355,8 +355,8 @@ def main(argv=None):
     if not torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         print("tools.tune: needs a GPU; run it on a machine with CUDA or ROCm, TRITON_INTERPRET unset", file=sys.stderr)
         return 2
-    from launchers import current_target
-    from tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop
+    from mxfp4_mm.launchers import current_target
+    from mxfp4_mm.tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop
     backend, arch = current_target("cuda")
     loop = RunnerLoop(args.clear_bytes or DEFAULT_CLEAR_BYTES)
     state = State(Path(args.state))
@@ -378,7 +378,7 @@ def main(argv=None):
                     f"best of {tried} candidates")
             winners[shape] = (best, note)
             base = f"{baseline['median_us']:.2f}" if baseline and baseline.get("ok") else "-"
-            from launchers.configs import GemmConfig
+            from mxfp4_mm.launchers.configs import GemmConfig
             lines.append(f"{'x'.join(map(str, shape)):<16} {GemmConfig(**best['config']).label:<34} "
                          f"{best['median_us']:8.2f} µs (table before: {base} µs, {tried} tried)")
     print("\n".join(["", f"winners on {arch}:"] + lines))

@@ -48,7 +48,7 @@ import re
 from collections import Counter
 from typing import Callable, NamedTuple, Optional
 
-from tools.gfx950.assembly import Instruction, Program, k_loop, mfma_shape
+from mxfp4_mm.tools.gfx950.assembly import Instruction, Program, k_loop, mfma_shape
 
 CUS = 256
 SIMDS_PER_CU = 4

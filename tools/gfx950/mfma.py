@@ -23,10 +23,10 @@ Functions take the compiled kernel's assembly or figures read off it, so that an
 time can use them.
 """
 
-from kernels import formats
-from kernels.quantize import QUANTIZE_BLOCK_M
-from tools.gfx950.assembly import k_loop, parse
-from tools.gfx950.critical_path import CUS, SIMDS_PER_CU, busiest_simd_waves
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.quantize import QUANTIZE_BLOCK_M
+from mxfp4_mm.tools.gfx950.assembly import k_loop, parse
+from mxfp4_mm.tools.gfx950.critical_path import CUS, SIMDS_PER_CU, busiest_simd_waves
 
 PASSES = {"v_mfma_scale_f32_16x16x128_f8f6f4": 4, "v_mfma_scale_f32_32x32x64_f8f6f4": 8}
 CLOCKS_PER_PASS = 4

@@ -63,18 +63,18 @@ from pathlib import Path
 
 import triton
 
-from kernels import formats
-from kernels.preshuffle_gemm import a_rows
-from launchers.configs import BENCHMARK_SHAPES, GEMM_CONFIGS, GemmConfig
-from launchers.fit import SHARED_MEMORY_LIMITS
-from launchers.gemm import launch_specs
-from tools.gfx950 import model
-from tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files
-from tools.gfx950.critical_path import (CUS, SIMDS_PER_CU, busiest_simd_cycles,
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.preshuffle_gemm import a_rows
+from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, GEMM_CONFIGS, GemmConfig
+from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS
+from mxfp4_mm.launchers.gemm import launch_specs
+from mxfp4_mm.tools.gfx950 import model
+from mxfp4_mm.tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files
+from mxfp4_mm.tools.gfx950.critical_path import (CUS, SIMDS_PER_CU, busiest_simd_cycles,
                                          busiest_simd_rounds, walk)
-from tools.gfx950.cross_compile import GFX950, ROOT, compile_for
-from tools.gfx950.hazards import asm_hazards
-from tools.gfx950.release_order import release_ordered
+from mxfp4_mm.tools.gfx950.cross_compile import GFX950, ROOT, compile_for
+from mxfp4_mm.tools.gfx950.hazards import asm_hazards
+from mxfp4_mm.tools.gfx950.release_order import release_ordered
 
 LDS_PER_CU = SHARED_MEMORY_LIMITS["gfx950"]
 VGPRS_PER_SIMD_LANE = 512
@@ -352,8 +352,8 @@ def report(quantizer: str, asm_dir=None) -> list:
 def candidates_report(quantizer: str, asm_dir=None) -> list:
     """Every import-time tuning candidate of gfx950 (launchers.tuner.candidate_configs: the
     table's entry first), each kernel of each; rows carry "candidate" (its index)."""
-    from launchers.candidates import CANDIDATES
-    from launchers.tuner import candidate_configs
+    from mxfp4_mm.launchers.candidates import CANDIDATES
+    from mxfp4_mm.launchers.tuner import candidate_configs
     rows = []
     for shape in CANDIDATES["gfx950"]:
         configs = candidate_configs("gfx950", shape)

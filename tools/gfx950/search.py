@@ -27,10 +27,10 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
-from kernels import formats
-from launchers.configs import GemmConfig
-from tools.gfx950.critical_path import CUS
-from tools.gfx950.report import LDS_PER_CU, call_rows
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.tools.gfx950.critical_path import CUS
+from mxfp4_mm.tools.gfx950.report import LDS_PER_CU, call_rows
 
 BLOCKS_M = (16, 32, 64)
 BLOCKS_N = (32, 64, 128, 256)
