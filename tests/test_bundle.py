@@ -420,7 +420,7 @@ def test_outside_a_git_checkout_every_file_of_the_tree_but_dist_counts_as_the_pr
 def _copy_inside_another_repository(tmp_path):
     outer = tmp_path / "outer"
     copy = outer / "vendored" / "mxfp4-mm"
-    for name in ("kernels", "launchers", "tools"):
+    for name in ("kernels", "launchers", "tools", "mxfp4_mm"):
         shutil.copytree(ROOT / name, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "submission.py", copy)
     subprocess.run(["git", "init", "-q", str(outer)], check=True)
