@@ -284,9 +284,9 @@ def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):
 
 def _progress(index, count, row):
     us = row["us"]
-    times = ", ".join(f"{label} {us[key]:.2f}" for key, label in US_COLUMNS)
+    times = ", ".join(f"{label} {_num(us[key], 0, 2)}" for key, label in US_COLUMNS)
     return (f"[{index}/{count}] {row['m']}x{row['n']}x{row['k']} seed {row['seed']} "
-            f"({row['config']}): {times} µs; a/e {row['ratios']['fused/floor']:.2f}; "
+            f"({row['config']}): {times} µs; a/e {_num(row['ratios']['fused/floor'], 0, 2)}; "
             f"check {check_text(row)}")
 
 
