@@ -204,11 +204,10 @@ _SM90_K_TILES_PER_SPLIT = 4
 
 
 # From this M on, config_lookup serves the "dequant" path (vendor_gemm_from_m) where the chip
-# has no FP4 MMA. Set it from a measurement on sm_90: `python -m tools.bench --vendor-gemm`
-# times the fused path, the dequant path and F.linear bf16 per shape and prints, last, the
-# smallest M from which the dequant path wins on every (N, K) it timed. Until that has run on
-# sm_90, the M from which the heuristic quantizes A once: a choice, not a measured crossover.
-VENDOR_GEMM_FROM_M = QUANTIZE_ONCE_MIN_M
+# has no FP4 MMA. Measured on an H100 (`python -m tools.bench --vendor-gemm`, docs/results.md):
+# the dequant path won at M = 256 on N,K 4096,4096 and 6144,4096 and at every M from 512 to
+# 2048 timed on 4096,4096 and 7168,2048; at M = 64 and 128 the fused GEMM won.
+VENDOR_GEMM_FROM_M = 256
 _NVIDIA_ARCH = re.compile(r"sm_(\d+)")
 FP4_MMA_FROM_SM = 100     # NVIDIA's FP4 MMA (tcgen05 block-scaled) starts with sm_100
 
