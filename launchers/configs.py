@@ -251,10 +251,10 @@ def gfx950_heuristic(m: int, n: int, k: int) -> GemmConfig:
                       num_stages=1 if k_tiles // split_k <= 1 else 2)
 
 
-# The hopper path serves untuned sm_90 shapes up to this M: there it measured faster than
-# F.linear in bf16 and than the best preshuffle configs measured; at M 32 and 64 it did not
-# (docs/results.md). hopper_config itself covers M up to 64.
-HOPPER_MAX_M = 16
+# The hopper path serves untuned sm_90 shapes up to this M, where hopper_config's tiles end: on
+# an H100 it measured faster than sm90_preshuffle's configs on each Llama-3-8B decode shape at
+# M = 1, 8, 32 and 64 (docs/results.md); from VENDOR_GEMM_FROM_M the dequant path serves.
+HOPPER_MAX_M = 64
 # Split K (powers of two) while the grid stays within this many programs: about three per SM
 # of an H100 or H200 (132 SMs), where the decode shapes measured fastest.
 _HOPPER_MAX_PROGRAMS = 400

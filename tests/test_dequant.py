@@ -30,7 +30,8 @@ import torch
 from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.dequantize import dequantize_to_bf16
-from mxfp4_mm.launchers import aiter_path, candidates, configs, dequant, ladder, tuner
+from mxfp4_mm.launchers import (aiter_path, candidates, configs, current_target, dequant, ladder,
+                                tuner)
 from mxfp4_mm.launchers.configs import (AITER_CONFIG, DEQUANT_CONFIG, VENDOR_GEMM_FROM_M, GemmConfig,
                                config_from_fields, config_lookup, heuristic_config,
                                vendor_gemm_from_m)
@@ -85,8 +86,8 @@ def test_the_preshuffled_weight_dequantizes_to_the_unshuffled_values(device, n, 
 
 
 def launcher(m, n, k, a_strides, device, chunk_n=None, config=DEQUANT_CONFIG):
-    return dequant.DequantLauncher(config, "interpreter", m, n, k, a_strides, torch.device(device),
-                                   chunk_n=chunk_n)
+    return dequant.DequantLauncher(config, current_target(device)[0], m, n, k, a_strides,
+                                   torch.device(device), chunk_n=chunk_n)
 
 
 @pytest.mark.parametrize("chunk_n", [32, 64, None])
@@ -285,7 +286,8 @@ def test_tools_tune_tries_the_other_paths_first_and_refines_none_of_them(monkeyp
     m = VENDOR_GEMM_FROM_M
     assert tune.tile_candidates("sm_90", m, 4096, 4096, 132)[0] == DEQUANT_CONFIG
     assert DEQUANT_CONFIG not in tune.tile_candidates("sm_90", m - 1, 4096, 4096, 132)
-    assert tune.tile_candidates("gfx950", m, 4096, 4096, 256)[0] == AITER_CONFIG
+    assert tune.tile_candidates("gfx950", candidates.AITER_CANDIDATE_FROM_M, 4096, 4096,
+                                256)[0] == AITER_CONFIG
     assert tune.refine_candidates("sm_90", DEQUANT_CONFIG, 4096) == []
 
 
@@ -330,11 +332,10 @@ print(json.dumps(rows))
 """
 
 
-def test_every_launch_compiles_for_gfx950_and_sm90_with_the_runners_triton():
-    from mxfp4_mm.tools.gfx950.cross_compile import RUNNER_TRITON, side_triton
+def test_every_launch_compiles_for_gfx950_and_sm90_with_the_runners_triton(runners_triton):
     root = Path(__file__).resolve().parents[1]
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(root)])
+    env["PYTHONPATH"] = os.pathsep.join([*runners_triton, str(root)])
     done = subprocess.run([sys.executable, "-c", _CROSS_COMPILE], cwd=root, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -52,6 +52,7 @@ def run(config, data, a=None):
     return launcher, launcher(a, data[3], data[4])
 
 
+@pytest.mark.interpreter
 @pytest.mark.parametrize("shape, config", CASES, ids=[f"{s}-{c.label}" for s, c in CASES])
 def test_matches_the_reference_and_repeats_its_bits(shape, config):
     data = reference.generate_input(*shape, seed=sum(shape), device="cpu")
@@ -61,6 +62,7 @@ def test_matches_the_reference_and_repeats_its_bits(shape, config):
     assert torch.equal(out, launcher(data[0], data[3], data[4]))
 
 
+@pytest.mark.interpreter
 def test_strided_a():
     m, n, k = 5, 64, 384
     data = reference.generate_input(m, n, k, seed=3, device="cpu")
@@ -75,6 +77,7 @@ def test_strided_a():
     assert torch.equal(out, run(config, data)[1])
 
 
+@pytest.mark.interpreter
 @pytest.mark.parametrize("config", [hopper(16, 32, swap_ab=True), hopper(16, 32, split_k=2)])
 def test_a_is_quantized_as_kernels_quantize_does(config):
     """The in-register quantization of A gives the bits that quantize_rows (bit-exact with
@@ -88,6 +91,7 @@ def test_a_is_quantized_as_kernels_quantize_does(config):
     assert torch.equal(fused, prequantized(codes, data[3], data[4], scales))
 
 
+@pytest.mark.interpreter
 def test_a_weight_scale_of_zero_and_of_nan_reach_the_output_as_the_reference_reads_them():
     """E8M0 0 is 2**-127 and 255 NaN (formats.e8m0_to_f32), both in the dequantized B."""
     m, n, k = 2, 32, 256
@@ -161,10 +165,10 @@ for m, n, k in ((1, 4096, 4096), (8, 28672, 4096), (32, 4096, 14336), (64, 6144,
 """
 
 
-def test_the_rules_kernels_compile_for_sm90_without_a_stack_and_feed_wgmma_from_registers():
-    from mxfp4_mm.tools.gfx950.cross_compile import side_triton
+def test_the_rules_kernels_compile_for_sm90_without_a_stack_and_feed_wgmma_from_registers(
+        runners_triton):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["PYTHONPATH"] = os.pathsep.join([str(side_triton("3.6.0")), str(ROOT)])
+    env["PYTHONPATH"] = os.pathsep.join([*runners_triton, str(ROOT)])
     done = subprocess.run([sys.executable, "-c", _CROSS_COMPILE], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]

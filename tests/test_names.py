@@ -56,12 +56,14 @@ from mxfp4_mm.launchers.linear import MXFP4Linear
 print("mxfp4_mm from", os.path.dirname(mxfp4_mm.launchers.__file__))
 the_stand_in()
 
-data = reference.generate_input(2, 32, 64, seed=1, device="cpu")
+interpreting = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+device = "cuda" if torch.cuda.is_available() and not interpreting else "cpu"
+data = reference.generate_input(2, 32, 64, seed=1, device=device)
 a, _, _, b_shuffle, b_scale_sh = data
 c = torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh)
 ok, message = reference.check_implementation(data, c)
 assert ok, message
-linear = torch.nn.Linear(64, 32, dtype=torch.bfloat16)
+linear = torch.nn.Linear(64, 32, dtype=torch.bfloat16, device=device)
 layer = MXFP4Linear.from_linear(linear)
 weight = prepare_weight(linear.weight.detach())
 with torch.no_grad():

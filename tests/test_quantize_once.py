@@ -72,6 +72,7 @@ def test_the_heuristic_quantizes_a_once_from_its_threshold_with_tiles_up_to_256(
     assert heuristic_config("gfx950", 8192, 4096, 4096).block_m == 256
 
 
+@pytest.mark.interpreter
 def test_the_ladder_proves_a_quantize_once_launcher(device):
     m, n, k = QUANTIZE_ONCE_MIN_M + 3, 64, 256
     launcher = proven_launcher("interpreter", "interpreter", m, n, k, (k, 1), device)

@@ -67,6 +67,7 @@ def test_the_fixture_is_the_export_the_script_describes():
     assert checkpoint["lm_head.weight"].dtype == torch.float32
 
 
+@pytest.mark.interpreter
 def test_each_layer_is_quarks_fake_quantized_linear():
     """Per quantized linear, on the input the fixture gave Quark's module: kernels.formats'
     decoding of the codes and scales and its activation quantizer give Quark's output (fp32,
@@ -114,6 +115,7 @@ def _relative_error(got, want):
     return ((got.float() - want).norm() / want.norm()).item()
 
 
+@pytest.mark.interpreter
 @NEEDS_TRANSFORMERS
 def test_the_tiny_models_logits_follow_quarks():
     """load_quark's bf16 model against the logits of Quark's fp32 fake-quantized model.
@@ -240,6 +242,7 @@ class _QParamsLinearStandIn(torch.nn.Linear):
         self.input_quantizer = torch.nn.Module()
 
 
+@pytest.mark.interpreter
 @NEEDS_TRANSFORMERS
 def test_quark_to_mxfp4_swaps_quarks_modules_in_place():
     """A model with the modules transformers' Quark integration builds (a stand-in holding
