@@ -129,10 +129,11 @@ def test_from_the_root_the_tests_collect_beside_the_other_distribution(tmp_path)
 
 def test_without_another_distribution_the_checkouts_kernels_stays(tmp_path):
     """Where nothing else is named kernels, the name stays the folder's (as before), and
-    importing it loads nothing of the project's."""
+    importing it loads nothing of the project's. Without site-packages (`-S`), since the test
+    extra's transformers installs another distribution named kernels there."""
     code = ("# top-level name: the checkout's own folder\nimport sys, kernels; print(kernels.__file__); "
             "print(sorted(m for m in sys.modules if m.startswith(('mxfp4_mm.', 'kernels.'))))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60,
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert done.returncode == 0, done.stderr
