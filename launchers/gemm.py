@@ -33,6 +33,7 @@ from mxfp4_mm.kernels.hopper_gemm import hopper_arguments, hopper_gemm_kernel
 from mxfp4_mm.kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
 from mxfp4_mm.launchers.bypass import KernelLaunch, aligned, backend_options
 from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.proof import SPLIT_K_REPEATS
 
 # gemm_arguments puts (a, a_scales, b, b_scales, c, partials, counters) first
 GEMM_TENSOR_ARGS = 7
@@ -211,6 +212,8 @@ class GemmLauncher:
         self._gemm_constants = by_name["gemm"].sample_args[GEMM_TENSOR_ARGS:]
         # split_k_reduce "last_program" with more than one split: no reduce launch
         self.reduces_in_kernel = self.splits > 1 and "reduce" not in by_name
+        # the ladder's proof repeats its first case, so that a racy sum shows
+        self.proof_repeats = SPLIT_K_REPEATS if self.reduces_in_kernel else 0
         if "reduce" in by_name:
             self.reduce = KernelLaunch(*by_name["reduce"][1:], allow_direct=allow_direct)
             self._reduce_constants = by_name["reduce"].sample_args[REDUCE_TENSOR_ARGS:]

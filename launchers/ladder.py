@@ -19,9 +19,9 @@ A rung fails when building it raises (a compiler error, say), its compiled kerne
 the device (launchers.fit: the shared memory a program asks for over what the device grants,
 checked before any launch, or Triton's OutOfResources), a launch of it spills registers (known
 where the launch is direct; every rung of ours but the last refuses spills), or its proof
-(launchers.proof) fails (a launcher whose GEMM reduces split-K in the kernel runs
-SPLIT_K_REPEATS more times on the first proof case, one with a `proof_repeats` attribute that
-many, each output byte for byte the first).
+(launchers.proof) fails (a launcher runs the first proof case its `proof_repeats` more
+times, each output byte for byte the first: SPLIT_K_REPEATS for a GEMM that reduces split-K
+in the kernel).
 A rung that does not fit or spills takes the following rungs of the same config with it. Each
 step down prints one stderr line naming the shape as MxNxK, the rung and the reason, and the
 rung that then serves the shape says so too. When every rung fails, a RuntimeError names the
@@ -43,7 +43,7 @@ from mxfp4_mm.launchers import aiter_path
 from mxfp4_mm.launchers.configs import FITTING_CONFIG, config_lookup, heuristic_config, note_untuned
 from mxfp4_mm.launchers.fit import DoesNotFit, spill_refusal
 from mxfp4_mm.launchers.paths import build_launcher
-from mxfp4_mm.launchers.proof import SPLIT_K_REPEATS, proof_cases, prove
+from mxfp4_mm.launchers.proof import proof_cases, prove
 
 HARDWARE_QUANTIZER_ARCHS = ("gfx950",)
 # The quantizer rungs in ladder order: the name of each, by the quantizer it builds with
@@ -141,10 +141,8 @@ def prove_rung(rung: Rung, m, n, k, a_strides, device):
     if rung.refuses_spills and spilling:
         name, spilled = next(iter(spilling.items()))
         raise spill_refusal(f"the {name} kernel", spilled)
-    repeats = (SPLIT_K_REPEATS if getattr(launcher, "reduces_in_kernel", False)
-               else getattr(launcher, "proof_repeats", 0))
     prove(launcher, proof_cases(m, n, k, a_strides, device), getattr(launcher, "is_direct", False),
-          repeats)
+          getattr(launcher, "proof_repeats", 0))
     launcher.rung = rung.name
     return launcher
 

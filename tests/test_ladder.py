@@ -34,7 +34,7 @@ class FakeLauncher:
         self.is_direct = is_direct
         self.wrong_case = wrong_case
         self.direct_differs = direct_differs
-        self.reduces_in_kernel = reduces_in_kernel
+        self.proof_repeats = proof.SPLIT_K_REPEATS if reduces_in_kernel else 0
         self.wrong_call = wrong_call
         self.calls = 0
         self.cases = {}
