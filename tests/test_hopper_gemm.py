@@ -143,21 +143,19 @@ def test_swap_ab_belongs_to_the_hopper_path():
 
 
 _CROSS_COMPILE = """
-import os, re, subprocess, tempfile
+import os, re
 os.environ.pop("TRITON_INTERPRET", None)
 import triton
+from mxfp4_mm.tools.fit import cubin_resources
 from mxfp4_mm.tools.gfx950.cross_compile import SM90, compile_for
 from mxfp4_mm.launchers.configs import hopper_config
 from mxfp4_mm.launchers.gemm import launch_specs
-tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
 for m, n, k in ((1, 4096, 4096), (8, 28672, 4096), (32, 4096, 14336), (64, 6144, 4096)):
     spec = [s for s in launch_specs(hopper_config(m, n, k), "cuda", m, n, k, (k, 1), "meta")
             if s.name == "gemm"][0]
     compiled = compile_for(spec.kernel, spec.sample_args, spec.options, SM90)
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(compiled.asm["cubin"]); f.flush()
-        usage = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
-    registers, stack = re.search(r"REG:(\\d+) STACK:(\\d+)", usage).groups()
+    usage = cubin_resources(compiled.asm["cubin"])
+    registers, stack = usage["registers"], usage["stack_bytes"]
     ptx = compiled.asm["ptx"]
     print(triton.__version__, m, n, k, registers, stack, "mul.rn.bf16x2" in ptx,
           len(re.findall(r"wgmma.mma_async.sync.aligned.m64n\\d+k16.f32.bf16.bf16 +\\{", ptx)),
