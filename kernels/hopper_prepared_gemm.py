@@ -3,11 +3,10 @@ FP4 MMA (NVIDIA Hopper): C = quantize(A) @ dequant(B)^T, the weight dequantized 
 registers as wgmma's register operand (the tile transposed, C^T = B @ A^T).
 
 Inputs:
-  a        bf16  [M, K] (any strides)     quantized to MXFP4 in registers
+  a        bf16  [M, K] (any strides)     quantized to MXFP4 in registers per tile
                                           (kernels.quantize, bit-exact with the reference), or
-                                          with A_PREQUANTIZED the codes uint8 [M, K/2] (unit
-                                          column stride) and
-  a_scales uint8 [M, K/32]                their E8M0 scales
+                                          with A_DEQUANTIZED already quantized and dequantized
+                                          (its MXFP4 values, exact in bf16), loaded as it is
   b        int16 [N/16, Kp/64, 256]       HopperWeight.values viewed as 16-bit halves
   b_scales uint8 [N/16, Kp/64, 32]        HopperWeight.scales (Kp: K padded to 256)
 Outputs: c bf16 [M, N]; with SPLIT_K > 1 the fp32 partials and the split-K counters of
@@ -41,7 +40,9 @@ from mxfp4_mm.kernels.preshuffle_gemm import _repeated_rows, _tile_coordinates, 
 from mxfp4_mm.kernels.quantize import INTERPRETED, quantize_tile_mxfp4
 from mxfp4_mm.kernels.splitk_reduce import store_output_tile
 
-BLOCK_K = 256
+BLOCK_K = tl.constexpr(layout.K_ALIGN)
+NAN_SCALE = tl.constexpr(layout.NAN_SCALE)
+BF16_BIAS = tl.constexpr(2.0 ** 126)
 PAIR_MASK = tl.constexpr(layout.PAIR_MASK)
 BF16_BIAS_PAIR = 0x7E807E80     # 2**126 in both halves
 
@@ -72,13 +73,14 @@ WIDE_PAIRS_ASM = tl.constexpr(_pairs_asm(True))
 @triton.jit
 def _scale_bits(s, WIDE_SCALES: tl.constexpr):
     """E8M0 bytes -> uint16 bf16 bits of the multiplier a pair takes: 2**(s - 1), the value's
-    2**-126 folded in, or with WIDE_SCALES 2**(s - 127) (0 a bf16 denormal); 255 NaN."""
+    2**-126 folded in (s <= FOLDED_SCALE_MAX_BYTE), or with WIDE_SCALES 2**(s - 127) (0 a
+    bf16 denormal, 255 NaN)."""
     s = s.to(tl.uint32)
     if WIDE_SCALES:
-        bits = tl.where(s == 0, 0x0040, s << 7)
+        bits = tl.where(s == 0, 0x0040, tl.where(s == NAN_SCALE, 0x7FC0, s << 7))
     else:
-        bits = (s + 126) << 7
-    return tl.where(s == layout.NAN_SCALE, 0x7FC0, bits).to(tl.uint16)
+        bits = (s << 7) + 0x3F00
+    return bits.to(tl.uint16)
 
 
 @triton.jit
@@ -104,7 +106,7 @@ def _standin_values(words, scale_g, scale_g8, p: tl.constexpr, WIDE_SCALES: tl.c
     halves = tl.join(bits & 0xFFFF, bits >> 16).reshape(R, 32)
     values = (halves << 16).to(tl.float32, bitcast=True)
     if WIDE_SCALES:
-        values = values * 8.507059173023462e37        # 2**126
+        values = values * BF16_BIAS
     scale = scale_g if p % 2 == 0 else scale_g8
     values = values * (scale.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
     return values.to(tl.bfloat16).to(tl.float32)
@@ -143,13 +145,13 @@ def dequantize_weight_tile(halves, scales, BLOCK_N: tl.constexpr, WIDE_SCALES: t
 
 @triton.jit
 def hopper_prepared_gemm_kernel(
-    a_ptr, a_scales_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr,
+    a_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr,
     M, N, K, K_UNITS,
-    stride_am, stride_ak, stride_asm,
+    stride_am, stride_ak,
     stride_cm, stride_ps, stride_pm,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, A_ROWS: tl.constexpr,
     SPLIT_K: tl.constexpr, SPLIT_K_SIZE: tl.constexpr, REDUCE_IN_GEMM: tl.constexpr,
-    EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr, A_PREQUANTIZED: tl.constexpr,
+    EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr, A_DEQUANTIZED: tl.constexpr,
     WIDE_SCALES: tl.constexpr, THREADS: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -160,9 +162,7 @@ def hopper_prepared_gemm_kernel(
     R: tl.constexpr = KC * W * 8
 
     rows_a = (pid_m * BLOCK_M + tl.arange(0, A_ROWS)) % M
-    A_K_PER_ITEM: tl.constexpr = 2 if A_PREQUANTIZED else 1
-    cols_a = tl.arange(0, BLOCK_K // A_K_PER_ITEM)
-    cols_as = tl.arange(0, BLOCK_K // 32)
+    cols_a = tl.arange(0, BLOCK_K)
     r = tl.arange(0, R)
     unit_w = (pid_n * W + (r // 8) % W) % (N // 16)
     unit = unit_w * K_UNITS + r // (8 * W)        # the (w, kc) unit of each loaded row
@@ -170,11 +170,7 @@ def hopper_prepared_gemm_kernel(
     bs_ptrs = b_scales_ptr + (unit * 32 + (r % 8) * 4)[:, None] + tl.arange(0, 4)[None, :]
 
     k_start = pid_k * SPLIT_K_SIZE
-    if A_PREQUANTIZED:
-        a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start // 2 + cols_a)[None, :]
-        as_ptrs = a_scales_ptr + rows_a[:, None] * stride_asm + (k_start // 32 + cols_as)[None, :]
-    else:
-        a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start + cols_a)[None, :] * stride_ak
+    a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start + cols_a)[None, :] * stride_ak
     b_ptrs += (k_start // 64) * 256
     bs_ptrs += (k_start // 64) * 32
     k_tiles = tl.minimum(SPLIT_K_SIZE, K_UNITS * 64 - k_start) // BLOCK_K
@@ -185,27 +181,19 @@ def hopper_prepared_gemm_kernel(
         bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
         if EVEN_K:
             a = tl.load(a_ptrs)
-            if A_PREQUANTIZED:
-                a_scales = tl.load(as_ptrs)
         else:
-            k0 = k_start + k_iter * BLOCK_K
-            a = tl.load(a_ptrs, mask=(k0 // A_K_PER_ITEM + cols_a)[None, :] < K // A_K_PER_ITEM,
-                        other=0)
-            if A_PREQUANTIZED:
-                a_scales = tl.load(as_ptrs, mask=(k0 // 32 + cols_as)[None, :] < K // 32,
-                                   other=127)
-        if not A_PREQUANTIZED:
+            a = tl.load(a_ptrs, mask=(k_start + k_iter * BLOCK_K + cols_a)[None, :] < K, other=0)
+        if A_DEQUANTIZED:
+            if INTERPRETED:
+                a = a.to(tl.float32)
+        else:
             a, a_scales = quantize_tile_mxfp4(a, A_ROWS, BLOCK_K, "software", False, THREADS)
-        a = dequantize_tile(a, a_scales, A_ROWS, BLOCK_K)
+            a = dequantize_tile(a, a_scales, A_ROWS, BLOCK_K)
         if A_ROWS < BLOCK_M:
             a = _repeated_rows(a, BLOCK_M // A_ROWS)
         b = dequantize_weight_tile(b, bs, BLOCK_N, WIDE_SCALES)
         acc = tl.dot(b, a.trans(1, 0), acc)
-        if A_PREQUANTIZED:
-            a_ptrs += BLOCK_K // 2
-            as_ptrs += BLOCK_K // 32
-        else:
-            a_ptrs += BLOCK_K * stride_ak
+        a_ptrs += BLOCK_K * stride_ak
         b_ptrs += KC * 256
         bs_ptrs += KC * 32
 
@@ -223,16 +211,16 @@ def weight_arguments(weight):
 
 
 def prepared_arguments(a, weight, c, partials, counters, m, *, block_m, block_n, splits,
-                       split_size, reduce_in_gemm, cache_modifier=None, a_scales=None,
+                       split_size, reduce_in_gemm, cache_modifier=None, a_dequantized=False,
                        threads=128):
     """Every argument of hopper_prepared_gemm_kernel in signature order, constexprs included:
-    a bf16 [M, K] (or A's codes with a_scales), weight a layouts.hopper.HopperWeight, c bf16
-    [M, N]; partials and counters as kernels.preshuffle_gemm.gemm_arguments takes them."""
-    prequantized = a_scales is not None
-    scales = a_scales if prequantized else a
+    a bf16 [M, K] (with a_dequantized, A's quantized values, loaded BLOCK_M rows a tile
+    straight into the MMA's shared operand), weight a
+    layouts.hopper.HopperWeight, c bf16 [M, N]; partials and counters as
+    kernels.preshuffle_gemm.gemm_arguments takes them."""
     b, b_scales = weight_arguments(weight)
     n, k = weight.n, weight.k
-    return (a, scales, b, b_scales, c, partials, counters, m, n, k, b.shape[1],
-            a.stride(0), a.stride(1), scales.stride(0), c.stride(0), m * n, n,
-            block_m, block_n, a_rows(m, block_m), splits, split_size, reduce_in_gemm,
-            k % split_size == 0, cache_modifier, prequantized, weight.wide_scales, threads)
+    return (a, b, b_scales, c, partials, counters, m, n, k, b.shape[1],
+            a.stride(0), a.stride(1), c.stride(0), m * n, n,
+            block_m, block_n, block_m if a_dequantized else a_rows(m, block_m), splits, split_size, reduce_in_gemm,
+            k % split_size == 0, cache_modifier, a_dequantized, weight.wide_scales, threads)

@@ -28,8 +28,8 @@ UNIT_ROWS = 16
 UNIT_K = 64
 K_ALIGN = 256            # the prepared kernel's BLOCK_K: every K tile is whole
 PAD_SCALE = 127          # 2**0
-# The folded scale 2**(byte - 1) of the one-multiply conversion is a bf16 up to this byte;
-# a weight with larger (finite) scales takes two multiplies (kernels.hopper_prepared_gemm).
+# The folded scale 2**(byte - 1) of the one-multiply conversion is a bf16 up to this byte; a
+# weight with a larger scale byte (NaN included) takes two (kernels.hopper_prepared_gemm).
 FOLDED_SCALE_MAX_BYTE = 128
 NAN_SCALE = 255
 PAIR_MASK = 0x81C081C0   # where a bf16 pair's signs and exponent-and-mantissa bits go
@@ -37,7 +37,7 @@ PAIR_MASK = 0x81C081C0   # where a bf16 pair's signs and exponent-and-mantissa b
 
 class HopperWeight(NamedTuple):
     """A weight in the Hopper layout: values and scales (module docstring), its logical N and
-    K, and whether a finite scale exceeds FOLDED_SCALE_MAX_BYTE (wide_scales)."""
+    K, and whether a scale byte exceeds FOLDED_SCALE_MAX_BYTE (wide_scales)."""
     values: torch.Tensor
     scales: torch.Tensor
     n: int
@@ -102,8 +102,7 @@ def swizzle(codes: torch.Tensor, scales: torch.Tensor) -> HopperWeight:
     padded_scales[:, :groups] = scales.view(torch.uint8)[:, :groups]
     # row 16w + 8rh + g, group 2kc + grp -> w kc g rh grp
     swizzled_scales = padded_scales.view(n // 16, 2, 8, kp // 64, 2).permute(0, 3, 2, 1, 4)
-    finite = padded_scales[padded_scales != NAN_SCALE]
-    wide = bool(finite.numel()) and int(finite.max()) > FOLDED_SCALE_MAX_BYTE
+    wide = bool((padded_scales > FOLDED_SCALE_MAX_BYTE).any())
     return HopperWeight(values.view(n // 16, kp // 64, 8, 4, 4, 4),
                         swizzled_scales.contiguous(), n, k, wide)
 

@@ -41,7 +41,7 @@ SIDE_TRITONS = ROOT / ".triton"
 SIDE_TRITON_ENV = "MXFP4_SIDE_TRITON"   # set in a process started by run_with_triton
 
 _POINTER_TYPES = {torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.uint8: "*u8",
-                  torch.float16: "*fp16", torch.int32: "*i32"}
+                  torch.float16: "*fp16", torch.int32: "*i32", torch.int16: "*i16"}
 
 
 def specialization(kernel, args, target=GFX950) -> tuple:
