@@ -77,7 +77,7 @@ def prepared_config(m: int, n: int, k: int) -> PreparedConfig:
     split_k = 1
     while split_k * tiles < MIN_PROGRAMS and 2 * split_k <= k_tiles:
         split_k *= 2
-    return PreparedConfig(block_m, block_n, split_k, WARPS, 4, m >= A_DEQUANTIZED_MIN_M)
+    return PreparedConfig(block_m, block_n, split_k, WARPS, 3, m >= A_DEQUANTIZED_MIN_M)
 
 
 def _weight_like(n: int, k: int, wide_scales: bool, device) -> layout.HopperWeight:

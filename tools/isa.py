@@ -6,6 +6,7 @@
     python -m tools.isa --arch gfx950 --compare-tritons 3.6.0,3.7.0,3.8.0,3.9.0 [--markdown FILE]
     python -m tools.isa --arch sm_90 [--json FILE]
     python -m tools.isa --arch gfx950|sm_90 --shapes M,N,K|N,K|MODEL ... [--m 1,8,...] [--json FILE]
+    python -m tools.isa --arch sm_90 --shapes M,N,K|N,K|MODEL ... [--asm-dir DIR] [--json FILE]
 
 The face of tools/gfx950/: per call of each entry of the gfx950 config table (or, with
 --candidates, of every import-time tuning candidate), each kernel's resources, quantizer cost,
@@ -36,7 +37,13 @@ against the target's limit, registers, and spills (sm_90: the cubin's stack byte
 gfx950: VGPR and SGPR spills and scratch), and whether the call fits and spills; the exit code
 is 1 when one does not fit.
 
-With --arch sm_90, per entry of the sm_90 table: the registers, stack bytes and shared memory
+With --arch sm_90 and --shapes, per shape the GEMM of the prepared-weight path (the op
+gemm_prepared and MXFP4Linear on sm_90, the Hopper layout) and of custom_kernel's served config
+(aiter's layout), each with its SASS main loop: instructions a K tile, lane-instructions a
+weight element, the opcode mix, registers, stack and shared memory (tools.sm90_loop); with
+--asm-dir each GEMM's SASS is written there (the row's "asm").
+
+With --arch sm_90 alone, per entry of the sm_90 table: the registers, stack bytes and shared memory
 of the GEMM (tools.fit), the PTX instructions of the GEMM as
 configured and with A pre-quantized (the share of the in-register quantizer), the MMA
 instructions, and an estimate of the warp instructions the launch executes (PTX count x
@@ -226,7 +233,8 @@ def build_parser():
     parser.add_argument("--json", metavar="FILE", type=output_file,
                         help="write the rows as a JSON list to this file")
     parser.add_argument("--asm-dir", metavar="DIR", type=output_folder,
-                        help="write each gfx950 row's assembly into DIR (the row's \"asm\")")
+                        help="write each row's assembly into DIR (the row's \"asm\"; gfx950, "
+                             "or sm_90 with --shapes: SASS)")
     parser.add_argument("--sweep", nargs="+", metavar="SHAPES",
                         help="search these shapes' config space by modelled time instead "
                              "(tools.gfx950.search): " + SHAPES_HELP + "; given model names ("
@@ -284,8 +292,10 @@ def main(argv=None):
         return 0
     if args.markdown:
         parser.error("--markdown goes with --compare-tritons")
-    if args.shapes and (args.sweep or args.candidates or args.asm_dir or args.configs):
-        parser.error("--shapes goes alone (with --arch, --m, --json and --triton)")
+    if args.shapes and (args.sweep or args.candidates or args.configs):
+        parser.error("--shapes goes alone (with --arch, --m, --json, --asm-dir and --triton)")
+    if args.shapes and args.asm_dir and args.arch != "sm_90":
+        parser.error("--shapes takes --asm-dir with --arch sm_90")
     if (args.candidates or args.sweep) and args.arch != "gfx950":
         parser.error("--candidates and --sweep are for --arch gfx950")
     if args.candidates and args.sweep:
@@ -301,6 +311,13 @@ def main(argv=None):
             return run_with_triton(args.triton, ["tools.isa", *argv])
         except SideInstallError as error:
             return usage_error("tools.isa", f"--triton: {error}")
+    if fit_shapes and args.arch == "sm_90":
+        from mxfp4_mm.tools import sm90_loop
+        rows = sm90_loop.rows(fit_shapes, args.asm_dir)
+        print(sm90_loop.format_rows(rows))
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1))
+        return 0 if all(row.get("fits", True) for row in rows) else 1
     if fit_shapes:
         rows = fit.rows(args.arch, fit_shapes)
         print(fit.format_rows(rows))
