@@ -8,7 +8,7 @@ Inputs:
                                           with A_DEQUANTIZED already quantized and dequantized
                                           (its MXFP4 values, exact in bf16), loaded as it is
   b        int16 [N/16, Kp/64, 256]       HopperWeight.values viewed as 16-bit halves
-  b_scales uint8 [N/16, Kp/64, 32]        HopperWeight.scales (Kp: K padded to 256)
+  b_scales int32 [N/16, Kp/64, 8]         HopperWeight.scales, a word a row (Kp: K padded to 256)
 Outputs: c bf16 [M, N]; with SPLIT_K > 1 the fp32 partials and the split-K counters of
 kernels.splitk_reduce.store_output_tile (the protocol of kernels.preshuffle_gemm).
 
@@ -24,10 +24,12 @@ Under the interpreter the same values come from fp32 arithmetic (its tl.dot mult
 operands as their raw integers).
 
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). Rows past M or N wrap onto valid rows
-(masked at the store). Split s covers K tiles [s * SPLIT_K_SIZE, min((s + 1) * SPLIT_K_SIZE,
+(masked at the store); consecutive programs walk GROUP_M tiles of M first. Split s covers K tiles [s * SPLIT_K_SIZE, min((s + 1) * SPLIT_K_SIZE,
 Kp)); A is masked past K (EVEN_K False). Requirements: BLOCK_K 256, BLOCK_N a multiple of 64
 (BLOCK_N / 16 warps' worth of rows: num_warps = BLOCK_N / 16), BLOCK_M >= 16 a power of two,
 SPLIT_K_SIZE a multiple of 256, K % 64 == 0, N % 16 == 0.
+PREFETCH (for num_stages 1) loads B's next tile into registers while the current one is
+converted; otherwise Triton's pipeliner (num_stages > 1) stages the loads in shared memory.
 """
 
 import torch
@@ -43,49 +45,68 @@ from mxfp4_mm.kernels.splitk_reduce import store_output_tile
 BLOCK_K = tl.constexpr(layout.K_ALIGN)
 NAN_SCALE = tl.constexpr(layout.NAN_SCALE)
 BF16_BIAS = tl.constexpr(2.0 ** 126)
+# Consecutive programs take up to 8 M tiles of one N tile, so that B's tile is read from L2.
+GROUP_M = tl.constexpr(8)
 PAIR_MASK = tl.constexpr(layout.PAIR_MASK)
 BF16_BIAS_PAIR = 0x7E807E80     # 2**126 in both halves
 
 
-def _pairs_asm(wide: bool) -> str:
-    """PTX: one word ($4) -> its four bf16x2 pairs ($0..$3), pairs 0 and 2 times the scale
-    pair $5 (row g), pairs 1 and 3 times $6 (row g + 8); wide multiplies by 2**126 first."""
+def _pairs_asm(wide: bool, group: int) -> str:
+    """PTX: one word ($4) -> its four bf16x2 pairs ($0..$3), pairs 0 and 2 times row g's
+    scale, pairs 1 and 3 times row g + 8's: half `group` of $5 and of $7 (each the bf16 scales
+    of a row's two K groups; $6 and $8 are their copies, pack=2). Wide multiplies by 2**126
+    first."""
     mask = f"{layout.PAIR_MASK:#x}"
+    half = ["lo", "hi"][group]
     pairs = [["and.b32 t, $4, " + mask + ";"],
              ["shl.b32 t, $4, 3;", "and.b32 t, t, " + mask + ";"],
              ["shl.b32 t, $4, 6;", "and.b32 t, t, " + mask + ";"],
              ["shl.b32 t, $4, 1;", "and.b32 t, t, 0x80008000;", "shr.b32 u, $4, 3;",
               "and.b32 u, u, 0x01800180;", "or.b32 t, t, u;", "shr.b32 u, $4, 7;",
               "and.b32 u, u, 0x00400040;", "or.b32 t, t, u;"]]
-    lines = ["{", ".reg .b32 t, u, bias;", f"mov.b32 bias, {BF16_BIAS_PAIR:#x};"]
+    lines = ["{", ".reg .b32 t, u, bias, s0, s1;", ".reg .b16 lo, hi;",
+             f"mov.b32 bias, {BF16_BIAS_PAIR:#x};",
+             "mov.b32 {lo, hi}, $5;", f"mov.b32 s0, {{{half}, {half}}};",
+             "mov.b32 {lo, hi}, $7;", f"mov.b32 s1, {{{half}, {half}}};"]
     for p, extract in enumerate(pairs):
         lines += extract
         if wide:
             lines.append("mul.rn.bf16x2 t, t, bias;")
-        lines.append(f"mul.rn.bf16x2 ${p}, t, ${5 + p % 2};")
+        lines.append(f"mul.rn.bf16x2 ${p}, t, s{p % 2};")
     return "\n".join(lines + ["}"])
 
 
-PAIRS_ASM = tl.constexpr(_pairs_asm(False))
-WIDE_PAIRS_ASM = tl.constexpr(_pairs_asm(True))
+PAIRS_ASM_0 = tl.constexpr(_pairs_asm(False, 0))
+PAIRS_ASM_1 = tl.constexpr(_pairs_asm(False, 1))
+WIDE_PAIRS_ASM_0 = tl.constexpr(_pairs_asm(True, 0))
+WIDE_PAIRS_ASM_1 = tl.constexpr(_pairs_asm(True, 1))
 
 
 @triton.jit
-def _scale_bits(s, WIDE_SCALES: tl.constexpr):
-    """E8M0 bytes -> uint16 bf16 bits of the multiplier a pair takes: 2**(s - 1), the value's
-    2**-126 folded in (s <= FOLDED_SCALE_MAX_BYTE), or with WIDE_SCALES 2**(s - 127) (0 a
-    bf16 denormal, 255 NaN)."""
-    s = s.to(tl.uint32)
+def _wide_scale_bits(s):
+    """E8M0 byte (uint32) -> bf16 bits of 2**(s - 127): 0 a bf16 denormal, 255 NaN."""
+    return tl.where(s == 0, 0x0040, tl.where(s == NAN_SCALE, 0x7FC0, s << 7))
+
+
+@triton.jit
+def _scale_pairs(scales, WIDE_SCALES: tl.constexpr):
+    """A row's scale word (uint32 [R, 4], the same in each column t; bytes (rh, group) = (0, 0), (0, 1), (1, 0), (1, 1)) ->
+    for rows g and g + 8 the bf16 bits of the multipliers of groups 0 (low half) and 1 (high
+    half): 2**(s - 1), the values' 2**-126 folded in (s <= FOLDED_SCALE_MAX_BYTE), or with
+    WIDE_SCALES 2**(s - 127)."""
     if WIDE_SCALES:
-        bits = tl.where(s == 0, 0x0040, tl.where(s == NAN_SCALE, 0x7FC0, s << 7))
+        row_g = _wide_scale_bits(scales & 0xFF) | (_wide_scale_bits((scales >> 8) & 0xFF) << 16)
+        row_g8 = (_wide_scale_bits((scales >> 16) & 0xFF)
+                  | (_wide_scale_bits(scales >> 24) << 16))
     else:
-        bits = (s << 7) + 0x3F00
-    return bits.to(tl.uint16)
+        row_g = ((scales & 0xFF) | ((scales << 8) & 0xFF0000)) * 128 + 0x3F003F00
+        row_g8 = (((scales >> 16) & 0xFF) | ((scales >> 8) & 0xFF0000)) * 128 + 0x3F003F00
+    return row_g, row_g8
 
 
 @triton.jit
 def _pair_standin(words, p: tl.constexpr):
-    """Interpreter stand-in of PAIRS_ASM's extraction: pair p's bits (uint32)."""
+    """Interpreter stand-in of the asm's extraction: pair p's bits (uint32)."""
     if p == 0:
         return words & PAIR_MASK
     elif p == 1:
@@ -98,48 +119,65 @@ def _pair_standin(words, p: tl.constexpr):
 
 
 @triton.jit
-def _standin_values(words, scale_g, scale_g8, p: tl.constexpr, WIDE_SCALES: tl.constexpr):
-    """Pair p of every word as fp32 [R, 32] (halves in the order of the words' halves), the
-    values PAIRS_ASM gives as bf16."""
+def _standin_values(words, scale, p: tl.constexpr, WIDE_SCALES: tl.constexpr):
+    """Pair p of every word ([R, C]) times its scale's bf16 bits (uint32 [R, C]) as fp32
+    [R, 2C] (each word's low half first): the values the asm gives in bf16."""
     bits = _pair_standin(words, p)
     R: tl.constexpr = words.shape[0]
-    halves = tl.join(bits & 0xFFFF, bits >> 16).reshape(R, 32)
-    values = (halves << 16).to(tl.float32, bitcast=True)
+    C: tl.constexpr = words.shape[1]
+    values = tl.join(bits << 16, bits & 0xFFFF0000).reshape(R, 2 * C).to(tl.float32, bitcast=True)
     if WIDE_SCALES:
         values = values * BF16_BIAS
-    scale = scale_g if p % 2 == 0 else scale_g8
-    values = values * (scale.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
-    return values.to(tl.bfloat16).to(tl.float32)
+    scale = tl.broadcast_to((scale << 16)[:, :, None], (R, C, 2)).reshape(R, 2 * C)
+    return (values * scale.to(tl.float32, bitcast=True)).to(tl.bfloat16).to(tl.float32)
+
+
+@triton.jit
+def _group_pairs(halves, row_g, row_g8, GROUP: tl.constexpr, WIDE_SCALES: tl.constexpr):
+    """The words of K group GROUP (halves int16 [R, 16], two a word) -> their four pairs, each
+    [R, 16]: bf16 (fp32 under the interpreter)."""
+    R: tl.constexpr = halves.shape[0]
+    scale_g = tl.broadcast_to(row_g[:, :, None], (R, 4, 4)).reshape(R, 16)
+    scale_g8 = tl.broadcast_to(row_g8[:, :, None], (R, 4, 4)).reshape(R, 16)
+    if INTERPRETED:
+        low, high = tl.split(halves.to(tl.uint16).to(tl.uint32).reshape(R, 8, 2))
+        words = low | (high << 16)
+        sg = (scale_g >> (16 * GROUP)) & 0xFFFF
+        sg8 = (scale_g8 >> (16 * GROUP)) & 0xFFFF
+        sg, sg8 = sg.reshape(R, 8, 2), sg8.reshape(R, 8, 2)
+        sg, _ = tl.split(sg)
+        sg8, _ = tl.split(sg8)
+        return (_standin_values(words, sg, 0, WIDE_SCALES),
+                _standin_values(words, sg8, 1, WIDE_SCALES),
+                _standin_values(words, sg, 2, WIDE_SCALES),
+                _standin_values(words, sg8, 3, WIDE_SCALES))
+    else:
+        if WIDE_SCALES:
+            asm: tl.constexpr = WIDE_PAIRS_ASM_1 if GROUP == 1 else WIDE_PAIRS_ASM_0
+        else:
+            asm: tl.constexpr = PAIRS_ASM_1 if GROUP == 1 else PAIRS_ASM_0
+        return tl.inline_asm_elementwise(asm, "=r,=r,=r,=r,r,r,r,r,r",
+                                         [halves, scale_g, scale_g8], dtype=(tl.bfloat16,) * 4,
+                                         is_pure=True, pack=2)
 
 
 @triton.jit
 def dequantize_weight_tile(halves, scales, BLOCK_N: tl.constexpr, WIDE_SCALES: tl.constexpr):
-    """halves int16 [R, 32] (R = (BLOCK_K/64, BLOCK_N/16, 8), layouts.hopper's (kc, w, g)),
-    scales uint8 [R, 4] (rh, group) -> the bf16 tile [BLOCK_N, BLOCK_K] (fp32 under the
-    interpreter)."""
+    """halves int16 [R, 32] (R = (BLOCK_K/64, BLOCK_N/16, 8), layouts.hopper's (kc, w, g);
+    columns (t, group, j % 2, half)), scales uint32 [R, 4] (the row's scale word in each
+    column t) -> the bf16
+    tile [BLOCK_N, BLOCK_K] (fp32 under the interpreter)."""
     R: tl.constexpr = halves.shape[0]
     KC: tl.constexpr = BLOCK_K // 64
     W: tl.constexpr = BLOCK_N // 16
-    bits = _scale_bits(scales, WIDE_SCALES).reshape(R, 2, 2).permute(0, 2, 1)
-    scale_g, scale_g8 = tl.split(bits)             # [R, 2 (group)]
-    # a word's group is j // 2; the halves' column is (t, j, e) = (4, 2 (group), 2, 2)
-    scale_g = tl.broadcast_to(scale_g[:, None, :, None, None], (R, 4, 2, 2, 2)).reshape(R, 32)
-    scale_g8 = tl.broadcast_to(scale_g8[:, None, :, None, None], (R, 4, 2, 2, 2)).reshape(R, 32)
-    if INTERPRETED:
-        pairs = halves.to(tl.uint16).to(tl.uint32).reshape(R, 16, 2)
-        low, high = tl.split(pairs)
-        words = low | (high << 16)
-        p0 = _standin_values(words, scale_g, scale_g8, 0, WIDE_SCALES)
-        p1 = _standin_values(words, scale_g, scale_g8, 1, WIDE_SCALES)
-        p2 = _standin_values(words, scale_g, scale_g8, 2, WIDE_SCALES)
-        p3 = _standin_values(words, scale_g, scale_g8, 3, WIDE_SCALES)
-    else:
-        p0, p1, p2, p3 = tl.inline_asm_elementwise(
-            WIDE_PAIRS_ASM if WIDE_SCALES else PAIRS_ASM, "=r,=r,=r,=r,r,r,r",
-            [halves, scale_g, scale_g8], dtype=(tl.bfloat16,) * 4, is_pure=True, pack=2)
-    values = tl.join(tl.join(p0, p1), tl.join(p2, p3))      # [R, 32, 2 (rh), 2 (kh)]
-    values = values.reshape(KC, W, 8, 4, 4, 2, 2, 2)         # kc w g t j e rh kh
-    values = values.permute(1, 6, 2, 0, 4, 7, 3, 5)         # w rh g | kc j kh t e
+    row_g, row_g8 = _scale_pairs(scales, WIDE_SCALES)
+    group0, group1 = tl.split(halves.reshape(R, 4, 2, 4).permute(0, 1, 3, 2))
+    a0, a1, a2, a3 = _group_pairs(group0.reshape(R, 16), row_g, row_g8, 0, WIDE_SCALES)
+    b0, b1, b2, b3 = _group_pairs(group1.reshape(R, 16), row_g, row_g8, 1, WIDE_SCALES)
+    values = tl.join(tl.join(tl.join(a0, b0), tl.join(a1, b1)),
+                     tl.join(tl.join(a2, b2), tl.join(a3, b3)))   # [R, 16, grp, rh, kh]
+    values = values.reshape(KC, W, 8, 4, 2, 2, 2, 2, 2)        # kc w g t jl e grp rh kh
+    values = values.permute(1, 7, 2, 0, 6, 4, 8, 3, 5)         # w rh g | kc grp jl kh t e
     return values.reshape(BLOCK_N, BLOCK_K)
 
 
@@ -152,11 +190,11 @@ def hopper_prepared_gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, A_ROWS: tl.constexpr,
     SPLIT_K: tl.constexpr, SPLIT_K_SIZE: tl.constexpr, REDUCE_IN_GEMM: tl.constexpr,
     EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr, A_DEQUANTIZED: tl.constexpr,
-    WIDE_SCALES: tl.constexpr, THREADS: tl.constexpr,
+    WIDE_SCALES: tl.constexpr, THREADS: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = pid % SPLIT_K
-    pid_m, pid_n = _tile_coordinates(pid // SPLIT_K, M, N, BLOCK_M, BLOCK_N, 1)
+    pid_m, pid_n = _tile_coordinates(pid // SPLIT_K, M, N, BLOCK_M, BLOCK_N, GROUP_M)
     KC: tl.constexpr = BLOCK_K // 64
     W: tl.constexpr = BLOCK_N // 16
     R: tl.constexpr = KC * W * 8
@@ -167,18 +205,36 @@ def hopper_prepared_gemm_kernel(
     unit_w = (pid_n * W + (r // 8) % W) % (N // 16)
     unit = unit_w * K_UNITS + r // (8 * W)        # the (w, kc) unit of each loaded row
     b_ptrs = b_ptr + (unit * 256 + (r % 8) * 32)[:, None] + tl.arange(0, 32)[None, :]
-    bs_ptrs = b_scales_ptr + (unit * 32 + (r % 8) * 4)[:, None] + tl.arange(0, 4)[None, :]
+    # The row's scale word, loaded by each of the 4 lanes that hold the row (column t), one
+    # word a lane. (r * 9) % 8 is r % 8 written so that Triton's axis analysis sees no
+    # contiguous rows: else it loads four rows a lane and moves them through shared memory.
+    bs_ptrs = b_scales_ptr + (unit * 8 + (r * 9) % 8)[:, None] + 0 * tl.arange(0, 4)[None, :]
 
     k_start = pid_k * SPLIT_K_SIZE
     a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start + cols_a)[None, :] * stride_ak
     b_ptrs += (k_start // 64) * 256
-    bs_ptrs += (k_start // 64) * 32
+    bs_ptrs += (k_start // 64) * 8
     k_tiles = tl.minimum(SPLIT_K_SIZE, K_UNITS * 64 - k_start) // BLOCK_K
 
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    if PREFETCH:
+        b_next = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
+        bs_next = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
     for k_iter in range(k_tiles):
-        b = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
-        bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
+        if PREFETCH:
+            # B's next tile is loaded before this one is converted (the last tile loads
+            # itself again): its latency hides behind a tile's work, with no shared memory.
+            b, bs = b_next, bs_next
+            step = (k_iter + 1 < k_tiles).to(tl.int32)
+            b_ptrs += step * (KC * 256)
+            bs_ptrs += step * (KC * 8)
+            b_next = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
+            bs_next = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
+        else:
+            b = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
+            bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
+            b_ptrs += KC * 256
+            bs_ptrs += KC * 8
         if EVEN_K:
             a = tl.load(a_ptrs)
         else:
@@ -191,11 +247,9 @@ def hopper_prepared_gemm_kernel(
             a = dequantize_tile(a, a_scales, A_ROWS, BLOCK_K)
         if A_ROWS < BLOCK_M:
             a = _repeated_rows(a, BLOCK_M // A_ROWS)
-        b = dequantize_weight_tile(b, bs, BLOCK_N, WIDE_SCALES)
+        b = dequantize_weight_tile(b, bs.to(tl.uint32, bitcast=True), BLOCK_N, WIDE_SCALES)
         acc = tl.dot(b, a.trans(1, 0), acc)
         a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += KC * 256
-        bs_ptrs += KC * 32
 
     store_output_tile(acc.trans(1, 0), c_ptr, partials_ptr, counters_ptr, pid_m * BLOCK_M,
                       pid_n * BLOCK_N, M, N, stride_cm, stride_ps, stride_pm, pid_k,
@@ -207,12 +261,12 @@ def weight_arguments(weight):
     """HopperWeight -> the kernel's (b, b_scales) views."""
     n16, units = weight.values.shape[:2]
     return (weight.values.view(n16, units, 512).view(torch.int16),
-            weight.scales.view(n16, units, 32))
+            weight.scales.view(n16, units, 32).view(torch.int32))
 
 
 def prepared_arguments(a, weight, c, partials, counters, m, *, block_m, block_n, splits,
                        split_size, reduce_in_gemm, cache_modifier=None, a_dequantized=False,
-                       threads=128):
+                       threads=128, prefetch=True):
     """Every argument of hopper_prepared_gemm_kernel in signature order, constexprs included:
     a bf16 [M, K] (with a_dequantized, A's quantized values, loaded BLOCK_M rows a tile
     straight into the MMA's shared operand), weight a
@@ -223,4 +277,5 @@ def prepared_arguments(a, weight, c, partials, counters, m, *, block_m, block_n,
     return (a, b, b_scales, c, partials, counters, m, n, k, b.shape[1],
             a.stride(0), a.stride(1), c.stride(0), m * n, n,
             block_m, block_n, block_m if a_dequantized else a_rows(m, block_m), splits, split_size, reduce_in_gemm,
-            k % split_size == 0, cache_modifier, a_dequantized, weight.wide_scales, threads)
+            k % split_size == 0, cache_modifier, a_dequantized, weight.wide_scales, threads,
+            prefetch)

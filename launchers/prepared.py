@@ -67,17 +67,19 @@ class PreparedConfig(NamedTuple):
 
 
 def prepared_config(m: int, n: int, k: int) -> PreparedConfig:
-    """The rule: BLOCK_M the power of two at or above M from 16 to 128, BLOCK_N 64 (one
-    warpgroup), four stages, A quantized once from A_DEQUANTIZED_MIN_M, and K split in powers
-    of two until the grid has MIN_PROGRAMS programs or a split is one K tile."""
-    block_m = min(max(16, triton.next_power_of_2(m)), 128)
+    """The rule: BLOCK_M the power of two at or above M from 16 to 64 (at 128 the accumulator
+    and B's registers spill), BLOCK_N 64 (one warpgroup), one stage with B's next tile
+    prefetched into registers (Triton's pipeliner costs a wait and a descriptor a wgmma:
+    tools.isa --arch sm_90 --shapes), A quantized once from A_DEQUANTIZED_MIN_M, and K split
+    in powers of two until the grid has MIN_PROGRAMS programs or a split is one K tile."""
+    block_m = min(max(16, triton.next_power_of_2(m)), 64)
     block_n = 16 * WARPS
     tiles = gemm_tiles(m, n, block_m, block_n)
     k_tiles = formats.cdiv(layout.padded_k(k), layout.K_ALIGN)
     split_k = 1
     while split_k * tiles < MIN_PROGRAMS and 2 * split_k <= k_tiles:
         split_k *= 2
-    return PreparedConfig(block_m, block_n, split_k, WARPS, 3, m >= A_DEQUANTIZED_MIN_M)
+    return PreparedConfig(block_m, block_n, split_k, WARPS, 1, m >= A_DEQUANTIZED_MIN_M)
 
 
 def _weight_like(n: int, k: int, wide_scales: bool, device) -> layout.HopperWeight:
@@ -109,7 +111,7 @@ def prepared_launch_specs(config: PreparedConfig, backend: str, m: int, n: int, 
         a, _weight_like(n, k, wide_scales, device), c, partials, c if rows is None else rows[0],
         m, block_m=config.block_m, block_n=config.block_n, splits=splits,
         split_size=split_size, reduce_in_gemm=splits > 1, a_dequantized=config.a_dequantized,
-        threads=threads_per_program(config.num_warps, backend))
+        threads=threads_per_program(config.num_warps, backend), prefetch=config.num_stages == 1)
     specs.append(LaunchSpec("gemm", hopper_prepared_gemm_kernel,
                             (splits * gemm_tiles(m, n, config.block_m, config.block_n), 1, 1),
                             _options(backend, config.num_warps, config.num_stages), arguments))
