@@ -198,3 +198,17 @@ def test_every_served_config_compiles_for_sm90_without_a_stack_within_its_loop_b
         assert row["loop_mix"]["HGMMA"] == 16, row
         bound = LOOP_BOUNDS[min(b for b in LOOP_BOUNDS if b >= m)]
         assert row["lane_instructions_per_element"] <= bound, row
+
+
+def test_the_bench_modes_variants_and_table():
+    from mxfp4_mm.tools.bench_prepared import (VARIANTS, format_prepared_table, prepared_bytes,
+                                               variant_configs)
+    configs = variant_configs(8, 4096, 4096)
+    assert configs["stages3"].num_stages == 3 and configs["prepared"].num_stages == 1
+    assert configs["a_flip"].a_dequantized != configs["prepared"].a_dequantized
+    codes, scales = random_mxfp4(64, 320, seed=5, high=129)
+    weight = layout.swizzle(codes, scales)
+    assert prepared_bytes(2, 64, 320, weight) == 2 * 2 * 320 + 64 * 512 // 2 + 64 * 16 + 2 * 2 * 64
+    row = dict(m=1, n=64, k=320, weight_mb=0.02, bytes_us=2.0, configs={"prepared": "x"},
+               **{f"{v}_us": 4.0 for v in VARIANTS})
+    assert "2.00" in format_prepared_table([row]).splitlines()[1]

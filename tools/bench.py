@@ -26,6 +26,12 @@ config, host µs) ending in a geomean row. --json writes the rows, --png a group
 (log scale; needs matplotlib). Exit codes: 0 every check passed, 1 a check failed, 2 usage
 error or no GPU.
 
+    python -m tools.bench --prepared --shapes llama-3-8b|N,K|M,N,K ... --m 1,8,32,64,128
+                          [--calls 100] [--json FILE]
+
+times the prepared-weight path for NVIDIA Hopper (launchers.prepared) beside custom_kernel and
+F.linear bf16, with the prepared weight's bytes at the copy bandwidth (tools/bench_prepared.py).
+
     python -m tools.bench --vendor-gemm [--shapes M,N,K ...] [--calls 100] [--json FILE]
 
 measures the M from which the "dequant" path (launchers.dequant: A and B dequantized to bf16,
@@ -450,6 +456,27 @@ def run_vendor_gemm(specs, args) -> int:
     return 1 if failed else 0
 
 
+def run_prepared_mode(specs, args) -> int:
+    """--prepared: tools/bench_prepared.py's rows after the run's copy bandwidth and empty launch."""
+    from mxfp4_mm.tools.bench_prepared import format_prepared_table, run_prepared
+    loop = RunnerLoop(args.clear_bytes)
+    bandwidth = measure_copy_bandwidth()
+    empty_kernel[(1,)]()
+    empty_kernel_us = summary(loop.time(lambda: empty_kernel[(1,)](), args.calls))["mean_us"]
+    device = torch.cuda.get_device_name()
+    print(f"device: {device}; copy bandwidth {bandwidth / 1e12:.2f} TB/s; empty kernel "
+          f"{empty_kernel_us:.2f} µs", flush=True)
+    rows = run_prepared(specs, args, loop, empty_kernel_us, bandwidth)
+    print(format_prepared_table(rows), flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(dict(device=device, calls=args.calls,
+                                                   copy_bandwidth_bytes_per_s=bandwidth,
+                                                   empty_kernel_us=empty_kernel_us, rows=rows),
+                                              indent=2) + "\n")
+        print(f"wrote {args.json}", flush=True)
+    return 1 if any("prepared" in row["errors"] for row in rows) else 0
+
+
 # ----------------------------------------------------------------------------- a model
 
 def dequantized_linear(layer) -> torch.nn.Linear:
@@ -563,6 +590,9 @@ def build_parser():
                              "bf16, the vendor GEMM) and F.linear bf16 per shape, and print the "
                              "smallest M from which the dequant path wins on every N,K "
                              "(launchers.configs.VENDOR_GEMM_FROM_M)")
+    parser.add_argument("--prepared", action="store_true",
+                        help="time the prepared-weight path for NVIDIA Hopper per shape "
+                             "(model names and N,K pairs take each M of --m)")
     parser.add_argument("--calls", type=positive_int, default=DEFAULT_CALLS,
                         help=f"timed calls per variant and shape (default {DEFAULT_CALLS})")
     parser.add_argument("--clear-bytes", type=clear_bytes, default=DEFAULT_CLEAR_BYTES,
@@ -587,8 +617,8 @@ def build_parser():
 def check_model_arguments(args):
     """Refuse (UsageError) what does not go with --model, and a folder that is no export."""
     if args.model is None:
-        if args.m != DECODE_M:
-            raise UsageError("--m goes with --model")
+        if args.m != DECODE_M and not args.prepared:
+            raise UsageError("--m goes with --model or --prepared")
         return
     if args.shapes != ["benchmarks"] or args.png:
         raise UsageError("--model times a model: --shapes and --png do not go with it")
@@ -604,7 +634,12 @@ def main(argv=None):
         check_model_arguments(args)
         if args.vendor_gemm and args.shapes is DEFAULT_SHAPES:   # --shapes not given
             args.shapes = vendor_gemm_grid()
-        specs = parse_shapes(args.shapes)
+        if args.prepared:
+            from mxfp4_mm.tools.cli import parse_model_shapes
+            specs = [dict(m=m, n=n, k=k, seed=m + n + k)
+                     for m, n, k in parse_model_shapes(args.shapes, args.m)]
+        else:
+            specs = parse_shapes(args.shapes)
         if args.vendor_gemm and args.png:
             raise UsageError("--png does not apply to --vendor-gemm")
         if args.png:
@@ -628,6 +663,8 @@ def main(argv=None):
 
     if args.vendor_gemm:
         return run_vendor_gemm(specs, args)
+    if args.prepared:
+        return run_prepared_mode(specs, args)
     rows, facts = run(specs, args)
     totals = summarize(rows)
     print(f"\n{LEGEND}\n{format_table(rows, totals)}", flush=True)
