@@ -10,7 +10,10 @@ torch.ops.mxfp4_mm.gemm (launchers.mxfp4_gemm) plus the bias.
 
 The weight lives in two buffers, b_shuffle uint8 [N, K/2] and b_scale_sh uint8
 [pad(N,256), pad(K/32,8)] (kernels.formats.prepare_weight's layouts), so that .to(device) moves
-them and state_dict saves them. The bias (bf16) is added to the bf16 product, rounding once
+them and state_dict saves them, loadable on any backend. On NVIDIA sm_90 and up the layer also
+holds the weight in the Hopper layout (hopper_weight, made by its constructors, .to() and
+load_state_dict; not saved) and its forward is torch.ops.mxfp4_mm.gemm_prepared
+(launchers.prepared). The bias (bf16) is added to the bf16 product, rounding once
 more. The input is quantized to MXFP4 on every call, as the op does.
 
 load_quark and quark_to_mxfp4 take the MXFP4 W4A4 checkpoints of AMD Quark (docs/quark.md):
@@ -27,6 +30,7 @@ from pathlib import Path
 import torch
 
 from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers import prepared
 from mxfp4_mm.launchers.inputs import gemm_problem
 
 
@@ -52,6 +56,17 @@ class MXFP4Linear(torch.nn.Module):
         self.register_buffer("b_shuffle", b_shuffle.view(torch.uint8))
         self.register_buffer("b_scale_sh", b_scale_sh.view(torch.uint8))
         self.register_buffer("bias", _bf16_bias(bias, n))
+        self._prepare()
+        self.register_load_state_dict_post_hook(lambda module, keys: module._prepare())
+
+    def _prepare(self):
+        """The weight in the Hopper layout where the device takes that path (launchers.prepared)."""
+        self.hopper_weight = prepared.layer_weight(self.b_shuffle, self.b_scale_sh)
+
+    def _apply(self, fn, recurse=True):
+        module = super()._apply(fn, recurse)
+        self._prepare()
+        return module
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear) -> "MXFP4Linear":
@@ -83,8 +98,13 @@ class MXFP4Linear(torch.nn.Module):
         if x.shape[-1] != self.in_features:
             raise ValueError(f"MXFP4Linear: expected an input of last dim {self.in_features}, "
                              f"got shape {tuple(x.shape)}")
-        y = torch.ops.mxfp4_mm.gemm(x.reshape(-1, self.in_features), self.b_shuffle,
-                                    self.b_scale_sh)
+        if self.hopper_weight is not None:
+            hopper = self.hopper_weight
+            y = torch.ops.mxfp4_mm.gemm_prepared(x.reshape(-1, self.in_features), hopper.values,
+                                                 hopper.scales, hopper.k, hopper.wide_scales)
+        else:
+            y = torch.ops.mxfp4_mm.gemm(x.reshape(-1, self.in_features), self.b_shuffle,
+                                        self.b_scale_sh)
         if self.bias is not None:
             y = y + self.bias
         return y.view(*x.shape[:-1], self.out_features)

@@ -12,6 +12,10 @@ reference's result; a fake implementation gives torch.compile its shapes. It run
 line (the layout is Hopper's: `unswizzle` gives the plain codes and scales back, and
 kernels.formats.shuffle_weight / e8m0_shuffle the op torch.ops.mxfp4_mm.gemm takes).
 
+MXFP4Linear takes this path on a device it serves (`serves`: CUDA sm_90 and up): its
+constructors, .to() and load_state_dict prepare the Hopper layout beside the portable buffers
+(b_shuffle, b_scale_sh) that state_dict saves (`layer_weight`).
+
 A call is one launch below A_DEQUANTIZED_MIN_M rows (A quantized in registers by each
 program, kernels.quantize's recipe) and three from it on: kernels.quantize's quantize kernel
 and kernels.dequantize's kernel write A's MXFP4 values in bf16 once (the dequant path's two
@@ -172,6 +176,22 @@ def hopper_weight(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor) -> layout.H
 def hopper_weight_from_mxfp4(codes: torch.Tensor, scales: torch.Tensor) -> layout.HopperWeight:
     """Plain MXFP4 (codes uint8 [N, K/2], E8M0 scales [N, K/32]) -> the Hopper layout."""
     return layout.swizzle(codes.view(torch.uint8), scales.view(torch.uint8))
+
+
+def serves(device) -> bool:
+    """Whether MXFP4Linear on `device` takes this path: a CUDA device of sm_90 and up."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return False
+    from mxfp4_mm.launchers import current_target
+    backend, arch = current_target(device)
+    return backend == "cuda" and int(arch.removeprefix("sm_")) >= 90
+
+
+def layer_weight(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor):
+    """MXFP4Linear's weight in the Hopper layout where its device takes this path (serves),
+    else None."""
+    return hopper_weight(b_shuffle, b_scale_sh) if serves(b_shuffle.device) else None
 
 
 def _check_backend(device) -> str:

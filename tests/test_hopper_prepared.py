@@ -212,3 +212,34 @@ def test_the_bench_modes_variants_and_table():
     row = dict(m=1, n=64, k=320, weight_mb=0.02, bytes_us=2.0, configs={"prepared": "x"},
                **{f"{v}_us": 4.0 for v in VARIANTS})
     assert "2.00" in format_prepared_table([row]).splitlines()[1]
+
+
+@pytest.mark.interpreter
+def test_the_layer_takes_the_prepared_path_through_to_and_state_dict(monkeypatch):
+    """MXFP4Linear where its device takes the prepared path (the interpreter standing in for
+    sm_90): prepared by the constructor, .to() and load_state_dict, its state_dict only the
+    portable buffers, its output the reference's."""
+    from mxfp4_mm.launchers.linear import MXFP4Linear
+    monkeypatch.setattr(prepared, "serves", lambda device: True)
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(320, 48, bias=True).to(torch.bfloat16)
+    layer = MXFP4Linear.from_linear(linear)
+    assert layer.hopper_weight is not None
+    assert set(layer.state_dict()) == {"b_shuffle", "b_scale_sh", "bias"}
+    x = torch.randn(3, 2, 320, dtype=torch.bfloat16)
+    y = layer(x)
+    codes, scales = formats.quantize_mxfp4(linear.weight.detach())
+    expected = reference_output(x.reshape(6, 320), codes, scales).float() + linear.bias.detach()
+    ok, message = reference.compare(y.reshape(6, 48), expected.to(torch.bfloat16))
+    assert ok, message
+    moved = layer.to("cpu")
+    assert moved.hopper_weight is not None and torch.equal(moved(x), y)
+    other = MXFP4Linear.from_linear(torch.nn.Linear(320, 48).to(torch.bfloat16))
+    other.load_state_dict(layer.state_dict())
+    assert torch.equal(other.hopper_weight.values, layer.hopper_weight.values)
+    assert torch.equal(other(x), y)
+    monkeypatch.setattr(prepared, "serves", lambda device: False)
+    plain = MXFP4Linear.from_linear(linear)
+    assert plain.hopper_weight is None
+    ok, message = reference.compare(plain(x), y)
+    assert ok, message
