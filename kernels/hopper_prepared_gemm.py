@@ -205,9 +205,10 @@ def hopper_prepared_gemm_kernel(
     unit_w = (pid_n * W + (r // 8) % W) % (N // 16)
     unit = unit_w * K_UNITS + r // (8 * W)        # the (w, kc) unit of each loaded row
     b_ptrs = b_ptr + (unit * 256 + (r % 8) * 32)[:, None] + tl.arange(0, 32)[None, :]
-    # The row's scale word, loaded by each of the 4 lanes that hold the row (column t), one
-    # word a lane. (r * 9) % 8 is r % 8 written so that Triton's axis analysis sees no
-    # contiguous rows: else it loads four rows a lane and moves them through shared memory.
+    # The row's scale word in each column t (the 4 lanes that hold the row). (r * 9) % 8 is
+    # r % 8 written so that Triton's axis analysis sees no contiguous rows: else a lane loads
+    # four rows' words at once, and more of them move through shared memory to the lanes that
+    # use them (a move Triton 3.6 makes either way: 388 against 350 SASS a K tile at M = 8).
     bs_ptrs = b_scales_ptr + (unit * 8 + (r * 9) % 8)[:, None] + 0 * tl.arange(0, 4)[None, :]
 
     k_start = pid_k * SPLIT_K_SIZE
