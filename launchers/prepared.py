@@ -40,10 +40,16 @@ from mxfp4_mm.launchers.gemm import (QUANTIZE_TENSOR_ARGS, LaunchSpec, counter_r
                                      quantize_spec, threads_per_program)
 
 A_DEQUANTIZED_MIN_M = 8
-# Split K until the grid has this many programs (two per SM of an H100) or each split is
-# one K tile: at M = 1 the weight's loads need programs on every SM, two deep.
+# Split K until the grid has this many programs (two per SM of an H100): at M = 1 the weight's
+# loads need programs on every SM, two deep. A split keeps two K tiles at least (the prefetch
+# needs a next tile) and the splits stay at most MAX_SPLIT_K (the last program sums them, its
+# loads unrolled: 16 at BLOCK_M 64 put 24 bytes a thread on the stack).
 MIN_PROGRAMS = 2 * 132
-WARPS = 4                   # one warpgroup: BLOCK_N = 64 rows of wgmma's register operand
+MAX_SPLIT_K = 8
+# BLOCK_N is 16 rows a warp (one warpgroup, wgmma's 64 rows, or two): 4 warps below
+# A_DEQUANTIZED_MIN_M, 8 from it, where a program's fixed work (A's loads and stores into
+# shared memory, the scale words' move) spreads over twice the weight.
+ROWS_PER_WARP = 16
 DEQUANTIZE_TENSOR_ARGS = 3  # dequantize_launch puts (codes, scales, out) first
 GEMM_TENSOR_ARGS = 6        # prepared_arguments puts (a, b, b_scales, c, partials, counters) first
 
@@ -72,18 +78,22 @@ class PreparedConfig(NamedTuple):
 
 def prepared_config(m: int, n: int, k: int) -> PreparedConfig:
     """The rule: BLOCK_M the power of two at or above M from 16 to 64 (at 128 the accumulator
-    and B's registers spill), BLOCK_N 64 (one warpgroup), one stage with B's next tile
+    and B's registers spill), BLOCK_N 64 (4 warps) below A_DEQUANTIZED_MIN_M and 128 (8 warps)
+    from it, where A is quantized once by its own launches, one stage with B's next tile
     prefetched into registers (Triton's pipeliner costs a wait and a descriptor a wgmma:
-    tools.isa --arch sm_90 --shapes), A quantized once from A_DEQUANTIZED_MIN_M, and K split
-    in powers of two until the grid has MIN_PROGRAMS programs or a split is one K tile."""
+    tools.isa --arch sm_90 --shapes), and K split in powers of two until the grid has
+    MIN_PROGRAMS programs, a split would have fewer than two K tiles, or MAX_SPLIT_K."""
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
-    block_n = 16 * WARPS
+    a_dequantized = m >= A_DEQUANTIZED_MIN_M
+    warps = 8 if a_dequantized else 4
+    block_n = ROWS_PER_WARP * warps
     tiles = gemm_tiles(m, n, block_m, block_n)
     k_tiles = formats.cdiv(layout.padded_k(k), layout.K_ALIGN)
     split_k = 1
-    while split_k * tiles < MIN_PROGRAMS and 2 * split_k <= k_tiles:
+    while (split_k * tiles < MIN_PROGRAMS and 4 * split_k <= k_tiles
+           and split_k < MAX_SPLIT_K):
         split_k *= 2
-    return PreparedConfig(block_m, block_n, split_k, WARPS, 1, m >= A_DEQUANTIZED_MIN_M)
+    return PreparedConfig(block_m, block_n, split_k, warps, 1, a_dequantized)
 
 
 def _weight_like(n: int, k: int, wide_scales: bool, device) -> layout.HopperWeight:

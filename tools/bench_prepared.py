@@ -9,7 +9,8 @@ Per shape (inputs from reference.generate_input with the runner's seed rule), ea
 once against the reference, then timed: "prepared", the rule's config
 (launchers.prepared.prepared_config); "stages3", the same with Triton's pipeliner (three
 stages) instead of the register prefetch; "a_flip", the same with A quantized the other way
-(once by its own launches, or in the GEMM); "custom_kernel", submission.custom_kernel on
+(once by its own launches, or in the GEMM); "n_flip", the same with the other BLOCK_N (64 and
+4 warps, or 128 and 8); "custom_kernel", submission.custom_kernel on
 (A, B_shuffle, B_scale_sh); "bf16", F.linear on the bf16 weight; and "bytes": an empty launch
 plus the prepared weight's bytes (values and scales) and A's and C's at the copy bandwidth
 measured in the run. Prints a table with prepared/bf16 and prepared/bytes; tuned configs are
@@ -20,7 +21,7 @@ import torch
 
 from mxfp4_mm.tools.evaluate import _num
 
-VARIANTS = ("prepared", "stages3", "a_flip", "custom_kernel", "bf16")
+VARIANTS = ("prepared", "stages3", "a_flip", "n_flip", "custom_kernel", "bf16")
 
 
 def prepared_bytes(m, n, k, weight) -> int:
@@ -30,8 +31,10 @@ def prepared_bytes(m, n, k, weight) -> int:
 def variant_configs(m, n, k) -> dict:
     from mxfp4_mm.launchers.prepared import prepared_config
     config = prepared_config(m, n, k)
+    warps = 12 - config.num_warps           # 4 <-> 8
     return {"prepared": config, "stages3": config._replace(num_stages=3),
-            "a_flip": config._replace(a_dequantized=not config.a_dequantized)}
+            "a_flip": config._replace(a_dequantized=not config.a_dequantized),
+            "n_flip": config._replace(num_warps=warps, block_n=16 * warps)}
 
 
 def prepared_row(spec, time_us, empty_kernel_us, bandwidth) -> dict:

@@ -86,6 +86,8 @@ def loop_row(path: str, shape, asm_dir=None) -> dict:
         row["asm"] = str(Path(asm_dir) / name)
         Path(row["asm"]).write_text(sass)
     loop = main_loop(sass)
+    if not loop:
+        return dict(row, loop_sass_per_k_tile=None, note="no loop: one K tile a program")
     threads = 32 * spec.options["num_warps"]
     elements = fields["block_n"] * fields["block_k"]
     mix = Counter(op.split(".")[0] for op in loop)
