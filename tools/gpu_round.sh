@@ -12,6 +12,10 @@
 #   ranked    the one-file bundle through the runner's whole ranked run (tools.evaluate
 #             ranked; its cache clear is --clear-bytes, 1 GiB by default)
 #   import    a cold `import submission`: empty Triton cache, import-time tuning on
+#   prepared  (not in the default round; about 40 kernels to compile: STEP_TIMEOUT_S=1800)
+#             Llama-3-8B's decode weights at M 1-128 through the prepared-weight path (the
+#             rule and three variants) beside custom_kernel, F.linear bf16 and the prepared
+#             weight's bytes, no tuned configs (tools.bench --prepared)
 # Each step runs in a process of its own under a time limit (STEP_TIMEOUT_S, default 540),
 # and the round goes on after a failed step; the last line of summary.txt names each step's
 # exit code. Run it from the repository's root.
@@ -56,6 +60,8 @@ start = time.perf_counter()
 code = subprocess.call([sys.executable, '-c', 'import submission'])
 print(f'cold import submission: {time.perf_counter() - start:.1f} s, exit {code}')
 sys.exit(code)" ;;
+        prepared) run_step prepared env -u MXFP4_MM_CONFIGS MXFP4_MM_TUNE=0 python -m tools.bench \
+                    --prepared --shapes llama-3-8b --m 1,8,32,64,128 --json "$out/prepared.json" ;;
         *) echo "gpu_round: unknown step $step" | tee -a "$out/summary.txt"; results+=("$step=2") ;;
     esac
 done
