@@ -15,17 +15,18 @@ kernels.splitk_reduce.store_output_tile (the protocol of kernels.preshuffle_gemm
 A tile of B, BLOCK_N rows by BLOCK_K (256), is loaded as [R, 32] 16-bit halves, R = (kc, w,
 g) = (BLOCK_K/64, BLOCK_N/16, 8): each thread's 16 bytes (4 words of 8 codes) are one load
 and hold its values of wgmma's register fragment (layouts.hopper). Each word becomes four
-bf16x2 pairs in PAIRS_ASM: a mask (and a shift, three for the last pair) puts a pair's bits
-where value * 2**-126 has them, and one mul.rn.bf16x2 by the pair's folded scale 2**(s - 1)
-(the 2**126 folded in) gives the value, exact. A weight with a finite scale byte above
-layouts.hopper.FOLDED_SCALE_MAX_BYTE (WIDE_SCALES) takes the multiply by 2**126 and the scale
-2**(s - 127) apart, as the byte-wise path does; a NaN scale (255) gives NaN either way.
+bf16x2 pairs in PTX (PAIRS_ASM_0/1, by the word's K group, which picks its scales' half): a
+mask (and a shift, three for the last pair) puts a pair's bits where value * 2**-126 has them,
+and one mul.rn.bf16x2 by the pair's folded scale 2**(s - 1) (the 2**126 folded in) gives the
+value, exact. A weight with a scale byte above layouts.hopper.FOLDED_SCALE_MAX_BYTE, NaN
+included (WIDE_SCALES), takes the multiply by 2**126 and the scale 2**(s - 127) apart, as the
+byte-wise path does.
 Under the interpreter the same values come from fp32 arithmetic (its tl.dot multiplies bf16
 operands as their raw integers).
 
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). Rows past M or N wrap onto valid rows
-(masked at the store); consecutive programs walk GROUP_M tiles of M first. Split s covers K tiles [s * SPLIT_K_SIZE, min((s + 1) * SPLIT_K_SIZE,
-Kp)); A is masked past K (EVEN_K False). Requirements: BLOCK_K 256, BLOCK_N a multiple of 64
+(masked at the store); consecutive programs walk GROUP_M tiles of M first. Split s covers
+K [s * SPLIT_K_SIZE, min((s + 1) * SPLIT_K_SIZE, Kp)); A is masked past K (EVEN_K False). Requirements: BLOCK_K 256, BLOCK_N a multiple of 64
 (BLOCK_N / 16 warps' worth of rows: num_warps = BLOCK_N / 16), BLOCK_M >= 16 a power of two,
 SPLIT_K_SIZE a multiple of 256, K % 64 == 0, N % 16 == 0.
 PREFETCH (for num_stages 1) loads B's next tile into registers while the current one is
@@ -165,8 +166,7 @@ def _group_pairs(halves, row_g, row_g8, GROUP: tl.constexpr, WIDE_SCALES: tl.con
 def dequantize_weight_tile(halves, scales, BLOCK_N: tl.constexpr, WIDE_SCALES: tl.constexpr):
     """halves int16 [R, 32] (R = (BLOCK_K/64, BLOCK_N/16, 8), layouts.hopper's (kc, w, g);
     columns (t, group, j % 2, half)), scales uint32 [R, 4] (the row's scale word in each
-    column t) -> the bf16
-    tile [BLOCK_N, BLOCK_K] (fp32 under the interpreter)."""
+    column t) -> the bf16 tile [BLOCK_N, BLOCK_K] (fp32 under the interpreter)."""
     R: tl.constexpr = halves.shape[0]
     KC: tl.constexpr = BLOCK_K // 64
     W: tl.constexpr = BLOCK_N // 16

@@ -1,9 +1,11 @@
 """The prepared-weight path for NVIDIA Hopper: a weight turned once into the Hopper layout
 (kernels.layouts.hopper) and multiplied by kernels.hopper_prepared_gemm.
 
-    weight = hopper_weight(b_shuffle, b_scale_sh)          # or hopper_weight_from_mxfp4(codes, scales)
+    weight = hopper_weight(b_shuffle, b_scale_sh)    # or hopper_weight_from_mxfp4(codes, scales)
     c = torch.ops.mxfp4_mm.gemm_prepared(a, weight.values, weight.scales, weight.k,
                                          weight.wide_scales)   # = gemm_prepared(a, weight)
+
+Importing this module (launchers.linear does) registers the op.
 
 The op takes the layout's two tensors (values uint8 [N/16, Kp/64, 8, 4, 4, 4], scales uint8
 [N/16, Kp/64, 8, 2, 2]) and returns a new bf16 [M, N] = quantize(A) @ dequant(B)^T, the
@@ -23,6 +25,7 @@ launches, launchers.dequant), then the GEMM loads them as they are.
 """
 
 import functools
+import itertools
 from typing import NamedTuple
 
 import torch
@@ -145,7 +148,7 @@ class PreparedLauncher:
         self.config, self.m, self.n, self.k, self.device = config, m, n, k, device
         self.splits, _ = config.splits_for(k)
         self.counter_rows = counter_rows(config, m, n, k, device)
-        self._calls = 0
+        self._calls = itertools.count()   # next() is atomic: threads never share a row
         specs = prepared_launch_specs(config, backend, m, n, k, a_strides, device, wide_scales)
         self.launches = {spec.name: KernelLaunch(*spec[1:], allow_direct=allow_direct)
                          for spec in specs}
@@ -169,8 +172,7 @@ class PreparedLauncher:
                     if self.splits > 1 else out)
         counters = out
         if self.counter_rows is not None:
-            counters = self.counter_rows[self._calls % len(self.counter_rows)]
-            self._calls += 1
+            counters = self.counter_rows[next(self._calls) % len(self.counter_rows)]
         b, b_scales = weight_arguments(weight)
         self._launch("gemm", (a, b, b_scales, out, partials, counters))
         return out
