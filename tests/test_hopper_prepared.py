@@ -10,7 +10,8 @@ quantized in the kernel and once by its own launches), weights whose scales take
 conversion (scales above 2, zero and NaN), repeated calls bit-identical, torch.compile tracing
 the op. The op refuses another backend in one line. Cross-compiled for sm_90 with the runner's
 Triton: every served config of Llama-3-8B's decode shapes fits, with no stack, and its main
-loop costs under the bounds below (tools.sm90_loop).
+loop costs under the bounds below (tools.sm90_loop). On an sm_90 GPU (skipped elsewhere): the
+PTX conversion the interpreter replaces, against the reference.
 """
 
 import os
@@ -246,4 +247,36 @@ def test_the_layer_takes_the_prepared_path_through_to_and_state_dict(monkeypatch
     plain = MXFP4Linear.from_linear(linear)
     assert plain.hopper_weight is None
     ok, message = reference.compare(plain(x), y)
+    assert ok, message
+
+
+def _sm90_gpu() -> bool:
+    from mxfp4_mm.launchers import interpreting
+    return (torch.cuda.is_available() and not interpreting()
+            and torch.cuda.get_device_capability()[0] >= 9
+            and torch.version.hip is None)
+
+
+@pytest.mark.skipif(not _sm90_gpu(), reason="needs an NVIDIA GPU of sm_90 or later")
+@pytest.mark.parametrize("m, n, k, strided", CASES + [(1, 4096, 4096, False),
+                                                      (8, 6144, 4096, False),
+                                                      (64, 4096, 14336, False)])
+def test_on_an_sm90_gpu_the_ptx_gives_the_reference(m, n, k, strided):
+    """The PTX conversion (PAIRS_ASM_*), which the interpreter replaces, on the GPU."""
+    data = reference.generate_input(m, n, k, seed=m + n + k, device="cuda")
+    a = data[0]
+    if strided:
+        a = torch.zeros(m, 2 * k, dtype=torch.bfloat16, device="cuda")[:, 1::2]
+        a.copy_(data[0])
+    weight = prepared.hopper_weight(data[3], data[4])
+    out = run_op(a, weight)
+    ok, message = reference.check_implementation(data, out)
+    assert ok, message
+    assert torch.equal(out, run_op(a, weight))
+    codes, scales = random_mxfp4(n, k, seed=m, high=1)
+    scales = scales + 120
+    scales[0, 0], scales[1, 0] = 0, 131      # the wide conversion
+    wide = prepared.hopper_weight_from_mxfp4(codes.cuda(), scales.cuda())
+    ok, message = reference.compare(run_op(a, wide), reference_output(a, codes.cuda(),
+                                                                       scales.cuda()))
     assert ok, message
