@@ -158,9 +158,17 @@ class BoundsGuard:
         raise OutOfBoundsAccess(message)
 
 
+def states_its_device(item) -> bool:
+    """The rule that keeps a GPU run from failing where the CPU run passed: a test that runs a
+    kernel either takes the `device` fixture (its tensors then live where compiled kernels can
+    read them) or carries the `interpreter` marker (it then runs in a child interpreter)."""
+    return "device" in item.fixturenames or item.get_closest_marker("interpreter") is not None
+
+
 @pytest.fixture(autouse=True)
-def bounds_guard(monkeypatch):
-    """Interpreter only: every kernel access must stay inside its tensor (BoundsGuard)."""
+def bounds_guard(monkeypatch, request):
+    """Interpreter only: every kernel access must stay inside its tensor (BoundsGuard), and a
+    test that launches a kernel states its device (states_its_device)."""
     if not interpreting():
         yield None
         return
@@ -191,6 +199,10 @@ def bounds_guard(monkeypatch):
     guarded("create_atomic_cas", "atomic_cas", 0, None)
     yield guard
     assert not guard.violations, guard.violations[0]
+    assert guard.kernel is None or states_its_device(request.node), (
+        f"{request.node.name} launches {guard.kernel} but neither takes the `device` fixture "
+        f"nor carries the `interpreter` marker: on a GPU machine its CPU tensors would reach a "
+        f"compiled kernel")
 
 
 class FlushRecorder:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from mxfp4_mm import reference
-from mxfp4_mm.launchers import configs, ladder
+from mxfp4_mm.launchers import configs, current_target, ladder
 from mxfp4_mm.launchers.configs import FITTING_CONFIG, GemmConfig, heuristic_config
 from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS, DoesNotFit
 from mxfp4_mm.tools.model_shapes import MODEL_LAYERS
@@ -95,8 +95,8 @@ print(json.dumps([config_row(arch, shape, config) for shape in shapes]))
 
 def _config_rows(arch, config, shapes):
     """tools.fit.config_row of `config` at each shape, compiled with the runner's Triton."""
-    from mxfp4_mm.tools.gfx950.cross_compile import side_triton
-    env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT)]))
+    from mxfp4_mm.tools.gfx950.cross_compile import triton_paths
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([*triton_paths(RUNNER_TRITON), str(ROOT)]))
     fields = {f: v for f, v in vars(config).items()}
     done = subprocess.run([sys.executable, "-c", CONFIG_ROWS, arch, json.dumps(fields),
                            json.dumps(shapes)], cwd=ROOT, env=env, capture_output=True,
@@ -141,16 +141,17 @@ def test_tools_isa_names_the_bytes_and_exits_1_when_a_served_config_does_not_fit
 
 
 @pytest.mark.parametrize("m, n, k", [(33, 80, 320), (1, 16, 64)])
-def test_the_small_tiles_rung_serves_a_shape_whose_other_rungs_do_not_fit(m, n, k, capsys):
+def test_the_small_tiles_rung_serves_a_shape_whose_other_rungs_do_not_fit(m, n, k, capsys,
+                                                                           device):
     def does_not_fit():
         raise DoesNotFit("too big")
+    backend, arch = current_target(device)
     rungs = [rung if rung.name == "small tiles" else rung._replace(build=does_not_fit)
-             for rung in ladder.rungs_for("interpreter", "interpreter", m, n, k, (k, 1), "cpu")]
+             for rung in ladder.rungs_for(arch, backend, m, n, k, (k, 1), device)]
     assert rungs[-1].name == "small tiles" and rungs[-1].config == FITTING_CONFIG
-    launcher = ladder.proven_launcher("interpreter", "interpreter", m, n, k, (k, 1), "cpu",
-                                      rungs)
+    launcher = ladder.proven_launcher(arch, backend, m, n, k, (k, 1), device, rungs)
     assert launcher.rung == "small tiles"
-    data = reference.generate_input(m, n, k, seed=m, device="cpu")
+    data = reference.generate_input(m, n, k, seed=m, device=device)
     a, _, _, b_shuffle, b_scale_sh = data
     assert reference.check_implementation(data, launcher(a, b_shuffle, b_scale_sh)) == (True, "")
     lines = capsys.readouterr().err.splitlines()

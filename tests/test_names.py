@@ -32,7 +32,6 @@ TOOLS = sorted(".".join(path.relative_to(ROOT).with_suffix("").parts)
 # as transformers finds it (importlib.util.find_spec, then importlib.metadata).
 CLIENT = """# top-level name: another distribution's kernels, imported as transformers does
 import contextlib, importlib.metadata, importlib.util, io, os, runpy, sys
-os.environ["TRITON_INTERPRET"] = "1"
 os.environ["MXFP4_MM_QUIET"] = "1"
 stand_in, ours_first, tools = sys.argv[1], sys.argv[2] == "ours-first", sys.argv[3:]
 
