@@ -29,6 +29,9 @@ def pytest_configure(config):
         "markers", "interpreter: runs in Triton's interpreter; on a GPU machine in a child "
                    "process with TRITON_INTERPRET=1, skipped where its Triton cannot interpret "
                    "the kernels")
+    config.addinivalue_line(
+        "markers", "own_device: the code under test picks the device itself (the GPU where "
+                   "there is one), so the test runs its kernels wherever they are")
 
 
 def _interpreter_triton_missing() -> str:
@@ -160,9 +163,11 @@ class BoundsGuard:
 
 def states_its_device(item) -> bool:
     """The rule that keeps a GPU run from failing where the CPU run passed: a test that runs a
-    kernel either takes the `device` fixture (its tensors then live where compiled kernels can
-    read them) or carries the `interpreter` marker (it then runs in a child interpreter)."""
-    return "device" in item.fixturenames or item.get_closest_marker("interpreter") is not None
+    kernel takes the `device` fixture (its tensors then live where compiled kernels can read
+    them), carries the `interpreter` marker (it then runs in a child interpreter) or the
+    `own_device` marker (the code under test picks the device itself)."""
+    return "device" in item.fixturenames or any(
+        item.get_closest_marker(name) is not None for name in ("interpreter", "own_device"))
 
 
 @pytest.fixture(autouse=True)
@@ -201,8 +206,8 @@ def bounds_guard(monkeypatch, request):
     assert not guard.violations, guard.violations[0]
     assert guard.kernel is None or states_its_device(request.node), (
         f"{request.node.name} launches {guard.kernel} but neither takes the `device` fixture "
-        f"nor carries the `interpreter` marker: on a GPU machine its CPU tensors would reach a "
-        f"compiled kernel")
+        f"nor carries the `interpreter` or `own_device` marker: on a GPU machine its CPU "
+        f"tensors would reach a compiled kernel")
 
 
 class FlushRecorder:
