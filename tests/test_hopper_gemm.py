@@ -293,6 +293,8 @@ def test_the_rule_splits_k_only_while_the_grid_is_small():
     assert hopper_config(1, 28672, 4096).split_k == 1       # 448 tiles
     assert hopper_config(1, 4096, 4096).split_k == 4        # 64 tiles
     assert hopper_config(1, 4096, 256).split_k == 1         # one K tile
+    assert hopper_config(1, 4096, 512).split_k == 2         # as many splits as K tiles
+    assert hopper_config(1, 4096, 1024).split_k == 4
 
 
 def test_the_hopper_path_is_refused_on_hip_and_with_a_hardware_quantizer():

@@ -9,6 +9,7 @@ from collections import OrderedDict
 
 import pytest
 import torch
+from triton.runtime.autotuner import OutOfResources
 
 from mxfp4_mm import launchers
 from mxfp4_mm import reference
@@ -273,6 +274,20 @@ def test_a_rung_that_does_not_fit_steps_down_past_its_config_in_one_line(capsys)
         "bytes of shared memory (LDS on AMD) a program, over the 232,448 the device grants); "
         "stepping down to small",
         "mxfp4-mm: 4x64x512: served by small"]
+
+
+def test_a_rung_triton_finds_out_of_resources_steps_down_past_its_config():
+    built = []
+
+    def out_of_resources():
+        built.append("big")
+        raise OutOfResources(366592, 232448, "shared memory")
+    rungs = [ladder.Rung("first", out_of_resources, BIG),
+             ladder.Rung("same config", lambda: built.append("again"), BIG),
+             ladder.Rung("small", FakeLauncher, SMALL)]
+    launcher = ladder.proven_launcher("interpreter", "interpreter", 4, 64, 512, (512, 1),
+                                      "cpu", rungs)
+    assert launcher.rung == "small" and built == ["big"]
 
 
 def test_other_failures_try_the_same_config_again(capsys):
