@@ -114,6 +114,16 @@ def test_the_winner_is_the_fastest_that_does_not_spill_where_one_does_not():
     assert tune.best_result({"fast": results["fast"]})["median_us"] == 5.0
 
 
+def test_a_result_spills_when_any_of_its_launches_does():
+    fields = dataclasses.asdict(GemmConfig(16, 64, 512, split_k=2))
+    launches = {"gemm": {"n_regs": 128, "n_spills": 0}, "reduce": {"n_regs": 255, "n_spills": 8}}
+    second_spills = {"ok": True, "median_us": 5.0, "config": fields, "resources": launches}
+    neither = {"ok": True, "median_us": 6.0, "config": fields,
+               "resources": dict(launches, reduce={"n_regs": 64, "n_spills": 0})}
+    assert tune.spills(second_spills) and not tune.spills(neither)
+    assert tune.best_result({"fast": second_spills, "slower": neither}) is neither
+
+
 def test_without_a_gpu_it_says_so_and_fails():
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     done = subprocess.run([sys.executable, "-m", "tools.tune", "--shapes", "4,2880,512"],
