@@ -1,7 +1,8 @@
 """tools.bench on the CPU: shape parsing, bytes and floor math, rows, geomeans, the table, and
 the exit without a GPU; the progress line of a shape another path serves (no unfused variant);
---vendor-gemm's fused column where the lookup serves dequant; --model: its arguments, the bf16
-twin (each layer's bias, or none) and the named Llamas."""
+--vendor-gemm: its threshold from its rows, a row proving, checking and timing both paths and
+bf16, its fused column where the lookup serves dequant; --model: its arguments, the bf16 twin
+(each layer's bias, or none) and the named Llamas."""
 
 import importlib.util
 import math
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
+from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES, heuristic_config
 from mxfp4_mm.tools import bench
 from mxfp4_mm.tools.cli import UsageError, parse_shapes
 
@@ -301,3 +302,38 @@ def test_vendor_gemm_times_the_fused_gemm_against_dequant_where_dequant_is_serve
     fused = configs.heuristic_config("sm_90", m, n, k)
     assert fused.path == "preshuffle" and built == [fused, configs.DEQUANT_CONFIG]
     assert row["fused_config"] == fused.label and row["errors"] == {}
+
+
+# -------------------------------------------------------------------------------- --vendor-gemm
+
+def vendor_row(m, fused, dequant_us, n=4096, k=4096):
+    return {"m": m, "n": n, "k": k, "fused_us": fused, "dequant_us": dequant_us, "bf16_us": 1.0,
+            "fused_config": "x"}
+
+
+def test_the_vendor_gemm_threshold_is_where_dequant_wins_from_on_every_n_k():
+    from mxfp4_mm.tools import bench
+    rows = [vendor_row(256, 10.0, 12.0), vendor_row(512, 20.0, 15.0), vendor_row(1024, 30.0, 31.0),
+            vendor_row(2048, 60.0, 40.0), vendor_row(4096, None, 80.0),
+            vendor_row(256, 10.0, 9.0, n=7168), vendor_row(512, 20.0, 19.0, n=7168)]
+    wins_from = bench.dequant_wins_from(rows)
+    assert wins_from == {(4096, 4096): 2048, (7168, 4096): 256}
+    assert bench.vendor_gemm_threshold(wins_from) == 2048
+    assert bench.vendor_gemm_threshold({**wins_from, (1, 1): None}) is None
+    lines = bench.format_vendor_table(rows).splitlines()
+    assert lines[1].endswith("fused") and lines[2].endswith("dequant") and len(lines) == 8
+    assert bench.vendor_gemm_grid()[:2] == ["256,4096,4096", "512,4096,4096"]
+
+
+def test_a_vendor_gemm_row_proves_checks_and_times_both_paths_and_bf16(device):
+    from mxfp4_mm.tools import bench
+    timed = []
+
+    def time_us(fn):
+        timed.append(fn())
+        return float(len(timed))
+    row = bench.vendor_gemm_row({"m": 5, "n": 64, "k": 192, "seed": 1}, time_us, device=device)
+    arch = row["arch"]
+    assert row["errors"] == {} and row["fused_config"] == heuristic_config(arch, 5, 64, 192).label
+    assert (row["fused_us"], row["dequant_us"], row["bf16_us"]) == (1.0, 2.0, 3.0)
+    assert [tuple(out.shape) for out in timed] == [(5, 64)] * 3
