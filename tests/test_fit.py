@@ -10,8 +10,6 @@ config that does not spill exists (launchers.configs, launchers.fit, tools.fit).
   every shape of the grid, so no served config may spill.
 - A config too big for a target is reported as not fitting, with its bytes and the limit,
   and tools.isa then exits 1.
-- When every rung before it does not fit, the small-tiles rung serves the shape and matches
-  the reference (interpreter).
 - The heuristic of an arch is its family's: an sm_* arch takes sm_90's rules, any other
   gfx950's, the interpreter gfx950's; sm_90's splits K to about four K tiles a split while
   the fp32 partials stay under the weight's bytes.
@@ -30,10 +28,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from mxfp4_mm import reference
 from mxfp4_mm.launchers import configs, ladder
 from mxfp4_mm.launchers.configs import FITTING_CONFIG, GemmConfig, heuristic_config
-from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS, DoesNotFit
+from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS
 from mxfp4_mm.tools import fit as tools_fit
 from mxfp4_mm.tools.model_shapes import MODEL_LAYERS
 
@@ -144,23 +141,6 @@ def test_tools_isa_names_the_bytes_and_exits_1_when_a_served_config_does_not_fit
                           text=True, timeout=900)
     assert done.returncode == 1, done.stderr[-2000:]
     assert "DOES NOT FIT" in done.stdout and "/232,448 B" in done.stdout
-
-
-@pytest.mark.parametrize("m, n, k", [(33, 80, 320), (1, 16, 64)])
-def test_the_small_tiles_rung_serves_a_shape_whose_other_rungs_do_not_fit(m, n, k, capsys):
-    def does_not_fit():
-        raise DoesNotFit("too big")
-    rungs = [rung if rung.name == "small tiles" else rung._replace(build=does_not_fit)
-             for rung in ladder.rungs_for("interpreter", "interpreter", m, n, k, (k, 1), "cpu")]
-    assert rungs[-1].name == "small tiles" and rungs[-1].config == FITTING_CONFIG
-    launcher = ladder.proven_launcher("interpreter", "interpreter", m, n, k, (k, 1), "cpu",
-                                      rungs)
-    assert launcher.rung == "small tiles"
-    data = reference.generate_input(m, n, k, seed=m, device="cpu")
-    a, _, _, b_shuffle, b_scale_sh = data
-    assert reference.check_implementation(data, launcher(a, b_shuffle, b_scale_sh)) == (True, "")
-    lines = capsys.readouterr().err.splitlines()
-    assert lines[-1] == f"mxfp4-mm: {m}x{n}x{k}: served by small tiles"
 
 
 @pytest.mark.parametrize("arch, rules", [("sm_90", "sm_90"), ("sm_80", "sm_90"),
