@@ -89,6 +89,15 @@ settings.load_profile("reproducible")
 
 
 @pytest.fixture
+def fresh_lookup(monkeypatch):
+    """The config lookup with no file entries and no untuned shape seen."""
+    from mxfp4_mm.launchers import configs
+    monkeypatch.setattr(configs, "FILE_SHAPES", {})
+    monkeypatch.setattr(configs, "FILE_BUCKETS", {})
+    monkeypatch.setattr(configs, "_untuned", {})
+
+
+@pytest.fixture
 def device():
     """Where the kernels run: the GPU when one is present and not interpreting, else the CPU."""
     if torch.cuda.is_available() and not interpreting():
