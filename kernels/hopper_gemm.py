@@ -82,14 +82,15 @@ def dequantize_tile(codes, scales, ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
     """codes uint8 [ROWS, BLOCK_K/2] (element 2i in the low nibble), scales uint8
     [ROWS, BLOCK_K/32] -> bf16 [ROWS, BLOCK_K] (formats.dequantize_mxfp4 in bf16). On a GPU
     two elements a 32-bit word (BF16_PAIRS_ASM), under the interpreter the same values in
-    fp32 (its tl.dot multiplies bf16 operands as their raw 16-bit integers)."""
+    fp32, each a bf16 value already (its tl.dot multiplies bf16 operands as their raw 16-bit
+    integers, and its conversion to bf16 flushes the fp32 denormals of scale bytes 0 and 1)."""
     if INTERPRETED:
         codes = codes.to(tl.uint32)
         values = tl.join(_e2m1_to_f32(codes & 0xF), _e2m1_to_f32(codes >> 4))
         scale_bits = _e8m0_to_bf16_bits(scales) << 16
         values = values.reshape(ROWS, BLOCK_K // 32, 32) * scale_bits.to(
             tl.float32, bitcast=True)[:, :, None]
-        return values.reshape(ROWS, BLOCK_K).to(tl.bfloat16).to(tl.float32)
+        return values.reshape(ROWS, BLOCK_K)
     else:
         scale_pairs = _e8m0_to_bf16_bits(scales) * 0x10001
         scale_pairs = tl.broadcast_to(scale_pairs[:, :, None], (ROWS, BLOCK_K // 32, 16))

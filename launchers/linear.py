@@ -303,6 +303,7 @@ def load_quark(directory, device=None, dtype=torch.bfloat16):
     del config.quantization_config
     with torch.device(device or "cpu"), no_init_weights():
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    model.tie_weights()     # tie_word_embeddings: no_init_weights skips the tying
     _swap_quark_linears(model, quantization, layers)
     rest = {key: tensor for key, tensor in tensors.items()
             if key.rpartition(".")[0] not in layers}

@@ -29,6 +29,9 @@ def pytest_configure(config):
         "markers", "interpreter: runs in Triton's interpreter; on a GPU machine in a child "
                    "process with TRITON_INTERPRET=1, skipped where its Triton cannot interpret "
                    "the kernels")
+    config.addinivalue_line(
+        "markers", "own_device: the code under test picks the device itself (the GPU where "
+                   "there is one), so the test runs its kernels wherever they are")
 
 
 def _interpreter_triton_missing() -> str:
@@ -83,6 +86,15 @@ def runners_triton():
 # The same examples on every run and every machine: CI failures reproduce.
 settings.register_profile("reproducible", derandomize=True, print_blob=True)
 settings.load_profile("reproducible")
+
+
+@pytest.fixture
+def fresh_lookup(monkeypatch):
+    """The config lookup with no file entries and no untuned shape seen."""
+    from mxfp4_mm.launchers import configs
+    monkeypatch.setattr(configs, "FILE_SHAPES", {})
+    monkeypatch.setattr(configs, "FILE_BUCKETS", {})
+    monkeypatch.setattr(configs, "_untuned", {})
 
 
 @pytest.fixture
@@ -158,9 +170,19 @@ class BoundsGuard:
         raise OutOfBoundsAccess(message)
 
 
+def states_its_device(item) -> bool:
+    """The rule that keeps a GPU run from failing where the CPU run passed: a test that runs a
+    kernel takes the `device` fixture (its tensors then live where compiled kernels can read
+    them), carries the `interpreter` marker (it then runs in a child interpreter) or the
+    `own_device` marker (the code under test picks the device itself)."""
+    return "device" in item.fixturenames or any(
+        item.get_closest_marker(name) is not None for name in ("interpreter", "own_device"))
+
+
 @pytest.fixture(autouse=True)
-def bounds_guard(monkeypatch):
-    """Interpreter only: every kernel access must stay inside its tensor (BoundsGuard)."""
+def bounds_guard(monkeypatch, request):
+    """Interpreter only: every kernel access must stay inside its tensor (BoundsGuard), and a
+    test that launches a kernel states its device (states_its_device)."""
     if not interpreting():
         yield None
         return
@@ -191,6 +213,10 @@ def bounds_guard(monkeypatch):
     guarded("create_atomic_cas", "atomic_cas", 0, None)
     yield guard
     assert not guard.violations, guard.violations[0]
+    assert guard.kernel is None or states_its_device(request.node), (
+        f"{request.node.name} launches {guard.kernel} but neither takes the `device` fixture "
+        f"nor carries the `interpreter` or `own_device` marker: on a GPU machine its CPU "
+        f"tensors would reach a compiled kernel")
 
 
 class FlushRecorder:

@@ -4,14 +4,18 @@ Decisions of launchers.aiter_path:
 - available: aiter's three functions import; any error while importing means unavailable;
 - a call: A quantized by aiter's quantizer, its scales shuffled, then gemm_a4w4 with the codes
   and weight as fp4x2, the scales as e8m0, bf16 output and the preshuffled weight; the
-  output cut to the launcher's M rows.
+  output cut to the launcher's M rows;
+- building the "aiter" config: refused in one line where aiter does not import.
 """
 
 import builtins
 
+import pytest
 import torch
 
 from mxfp4_mm.launchers import aiter_path
+from mxfp4_mm.launchers.configs import AITER_CONFIG
+from mxfp4_mm.launchers.paths import build_launcher
 
 
 def test_unavailable_when_importing_aiter_raises_anything(monkeypatch):
@@ -70,3 +74,12 @@ def test_the_launcher_names_what_serves():
     launcher = aiter_path.AiterLauncher(3, 32)
     assert launcher.config == "aiter dynamic_mxfp4_quant + gemm_a4w4"
     assert (launcher.splits, launcher.launches_per_call, launcher.is_direct) == (1, 3, False)
+
+def test_aiter_is_refused_in_one_line_where_it_does_not_import(monkeypatch):
+    monkeypatch.setattr(aiter_path, "available", lambda: False)
+    with pytest.raises(aiter_path.AiterUnavailable, match="^path 'aiter' needs aiter, which does "
+                                                         "not import here$"):
+        build_launcher(AITER_CONFIG, "hip", 2048, 256, 512, (512, 1), "cpu")
+    monkeypatch.setattr(aiter_path, "available", lambda: True)
+    built = build_launcher(AITER_CONFIG, "hip", 2048, 256, 512, (512, 1), "cpu")
+    assert isinstance(built, aiter_path.AiterLauncher) and built.config == AITER_CONFIG

@@ -1,5 +1,8 @@
 """tools.bench on the CPU: shape parsing, bytes and floor math, rows, geomeans, the table, and
-the exit without a GPU; --model: its arguments, the bf16 twin and the named Llamas."""
+the exit without a GPU; the progress line of a shape another path serves (no unfused variant);
+--vendor-gemm: its threshold from its rows, a row proving, checking and timing both paths and
+bf16, its fused column where the lookup serves dequant; --model: its arguments, the bf16 twin
+(each layer's bias, or none) and the named Llamas."""
 
 import importlib.util
 import math
@@ -11,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
+from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES, heuristic_config
 from mxfp4_mm.tools import bench
 from mxfp4_mm.tools.cli import UsageError, parse_shapes
 
@@ -243,3 +246,94 @@ def test_the_named_llamas_have_the_layers_tools_isa_models():
                          * head, hidden),
             "o_proj": (hidden, hidden), "gate_up_proj": (2 * inner, hidden),
             "down_proj": (hidden, inner)}
+
+
+# ----------------------------------------------------------------------------- served paths
+
+def test_the_progress_line_of_a_shape_served_without_an_unfused_variant():
+    """A shape the dequant path (or aiter) serves has no quantize-then-GEMM variant (b) and no
+    host-timed GEMM launch."""
+    timings = {"fused": timing(8.0), "reference": timing(100.0), "bf16_linear": timing(16.0)}
+    host = {"direct": None, "standard": None, "custom_kernel": 5.0}
+    row = bench.make_row({"m": 256, "n": 4096, "k": 4096, "seed": 1}, timings, 4.0, 4,
+                         "dequant 32x32x256 w8", host, {})
+    assert bench._progress(1, 2, row) == (
+        "[1/2] 256x4096x4096 seed 1 (dequant 32x32x256 w8): a fused 8.00, b unfused -, "
+        "c ref 100.00, d bf16 16.00, e floor 4.00 µs; a/e 2.00; check ok")
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_bf16_twin_of_a_layer_has_its_bias_or_none(bias):
+    from mxfp4_mm.launchers.linear import MXFP4Linear
+    linear = torch.nn.Linear(64, 32, bias=bias, dtype=torch.bfloat16)
+    twin = bench.dequantized_linear(MXFP4Linear.from_linear(linear))
+    if bias:
+        assert torch.equal(twin.bias, linear.bias)
+    else:
+        assert twin.bias is None
+
+
+def test_vendor_gemm_times_the_fused_gemm_against_dequant_where_dequant_is_served(monkeypatch):
+    """On sm_90 at M >= VENDOR_GEMM_FROM_M the lookup serves the dequant path; the "fused"
+    column is then the fused GEMM's heuristic config, not the dequant path again."""
+    from mxfp4_mm import launchers
+    from mxfp4_mm.kernels import formats
+    from mxfp4_mm.launchers import configs, ladder, paths
+    from mxfp4_mm.launchers.proof import reference_output
+    m, n, k = configs.VENDOR_GEMM_FROM_M, 32, 64
+    assert configs.config_lookup("sm_90", m, n, k)[0] == configs.DEQUANT_CONFIG
+    built = []
+
+    def build_launcher(config, *args, **kwargs):
+        built.append(config)
+
+        def launcher(a, b_shuffle, b_scale_sh):
+            codes = formats.unshuffle_weight(b_shuffle)
+            scales = formats.e8m0_unshuffle(b_scale_sh, codes.shape[0], a.shape[1] // 32)
+            return reference_output(a, codes, scales)
+        return launcher
+    monkeypatch.setattr(launchers, "current_target", lambda device: ("cuda", "sm_90"))
+    monkeypatch.setattr(paths, "build_launcher", build_launcher)
+    monkeypatch.setattr(ladder, "prove_rung", lambda rung, *args: rung.build())
+    def time_us(fn):
+        fn()
+        return 1.0
+    row = bench.vendor_gemm_row({"m": m, "n": n, "k": k, "seed": 1}, time_us, device="cpu")
+    fused = configs.heuristic_config("sm_90", m, n, k)
+    assert fused.path == "preshuffle" and built == [fused, configs.DEQUANT_CONFIG]
+    assert row["fused_config"] == fused.label and row["errors"] == {}
+
+
+# -------------------------------------------------------------------------------- --vendor-gemm
+
+def vendor_row(m, fused, dequant_us, n=4096, k=4096):
+    return {"m": m, "n": n, "k": k, "fused_us": fused, "dequant_us": dequant_us, "bf16_us": 1.0,
+            "fused_config": "x"}
+
+
+def test_the_vendor_gemm_threshold_is_where_dequant_wins_from_on_every_n_k():
+    from mxfp4_mm.tools import bench
+    rows = [vendor_row(256, 10.0, 12.0), vendor_row(512, 20.0, 15.0), vendor_row(1024, 30.0, 31.0),
+            vendor_row(2048, 60.0, 40.0), vendor_row(4096, None, 80.0),
+            vendor_row(256, 10.0, 9.0, n=7168), vendor_row(512, 20.0, 19.0, n=7168)]
+    wins_from = bench.dequant_wins_from(rows)
+    assert wins_from == {(4096, 4096): 2048, (7168, 4096): 256}
+    assert bench.vendor_gemm_threshold(wins_from) == 2048
+    assert bench.vendor_gemm_threshold({**wins_from, (1, 1): None}) is None
+    lines = bench.format_vendor_table(rows).splitlines()
+    assert lines[1].endswith("fused") and lines[2].endswith("dequant") and len(lines) == 8
+    assert bench.vendor_gemm_grid()[:2] == ["256,4096,4096", "512,4096,4096"]
+
+
+def test_a_vendor_gemm_row_proves_checks_and_times_both_paths_and_bf16(device):
+    from mxfp4_mm.tools import bench
+    timed = []
+
+    def time_us(fn):
+        timed.append(fn())
+        return float(len(timed))
+    row = bench.vendor_gemm_row({"m": 5, "n": 64, "k": 192, "seed": 1}, time_us, device=device)
+    arch = row["arch"]
+    assert row["errors"] == {} and row["fused_config"] == heuristic_config(arch, 5, 64, 192).label
+    assert (row["fused_us"], row["dequant_us"], row["bf16_us"]) == (1.0, 2.0, 3.0)
+    assert [tuple(out.shape) for out in timed] == [(5, 64)] * 3

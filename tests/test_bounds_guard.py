@@ -1,5 +1,12 @@
 """The interpreter's bounds guard (tests/conftest.py) on tiny kernels: every access that leaves
-its tensor is caught, and accesses that stay inside, or are masked off, are not."""
+its tensor is caught, and accesses that stay inside, or are masked off, are not; and a test
+that launches a kernel without stating its device (the device fixture, or the interpreter or
+own_device marker) is failed."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -20,6 +27,9 @@ def _copy(src_ptr, dst_ptr, start, limit, BLOCK: tl.constexpr):
 def _count(counters_ptr, limit, BLOCK: tl.constexpr):
     offsets = tl.arange(0, BLOCK)
     tl.atomic_add(counters_ptr + offsets, 1, mask=offsets < limit)
+
+
+pytestmark = pytest.mark.interpreter
 
 
 @pytest.fixture
@@ -105,3 +115,34 @@ def test_a_caught_violation_is_still_recorded(guard):
     except Exception:
         pass
     assert len(guard.violations) == 1 and "src_ptr" in guard.violations[0]
+
+
+UNSTATED = """
+import torch
+from test_bounds_guard import _copy
+
+def test_without_a_device(device_statement):
+    src = torch.arange(8, dtype=torch.float32)
+    _copy[(1,)](src, torch.empty_like(src), 0, 8, BLOCK=8)
+"""
+
+
+@pytest.mark.parametrize("statement, outcome", [
+    ("", "1 error"),
+    ("import pytest\npytestmark = pytest.mark.own_device\n", "1 passed"),
+    ("import pytest\npytestmark = pytest.mark.interpreter\n", "1 passed"),
+])
+def test_a_test_that_launches_a_kernel_must_state_its_device(statement, outcome, tmp_path):
+    """conftest's rule (states_its_device), run on a test module of its own in a child pytest
+    with the project's conftest as a plugin: a launch without a stated device is an error."""
+    (tmp_path / "test_unstated.py").write_text(
+        statement + UNSTATED.replace("device_statement", "tmp_path"))
+    tests = Path(__file__).parent
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "conftest",
+         "--rootdir", str(tmp_path), str(tmp_path / "test_unstated.py")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(tests), str(tests.parent)])))
+    assert outcome in done.stdout, done.stdout[-3000:]
+    if outcome == "1 error":
+        assert "neither takes the `device` fixture" in done.stdout

@@ -8,6 +8,7 @@ from conftest import FlushRecorder
 from mxfp4_mm.tools import check
 
 
+@pytest.mark.own_device
 def test_small_shape_passes_with_its_seed_and_the_next_ones(capsys):
     assert check.main(["--shapes", "4,64,256,7", "--seeds", "2"]) == 0
     out = capsys.readouterr().out

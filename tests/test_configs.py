@@ -15,13 +15,17 @@ Decisions of launchers.configs:
   and from 4 K tiles on, as many splits as fill the target (at most the K tiles and 16), two
   stages only when a split holds more than one K tile;
 - config_for: the arch's table entry for its exact shape, else the heuristic; config_note: the
-  entry's note, else "".
+  entry's note, else "";
+- the other paths' configs ("dequant", "aiter"): the fields each reads, their labels; the
+  lookup serves "dequant" from vendor_gemm_from_m on NVIDIA before sm_100 only.
 """
 
 import pytest
 
 from mxfp4_mm.launchers import configs
-from mxfp4_mm.launchers.configs import GemmConfig, heuristic_config
+from mxfp4_mm.launchers.configs import (AITER_CONFIG, DEQUANT_CONFIG, VENDOR_GEMM_FROM_M, GemmConfig,
+                                        config_from_fields, config_lookup, heuristic_config,
+                                        vendor_gemm_from_m)
 
 
 def make(**fields):
@@ -132,3 +136,26 @@ def test_table_entries_keep_every_field_but_the_note():
 def test_every_path_has_its_launcher_and_its_launches():
     from mxfp4_mm.launchers.paths import LAUNCH_SPECS, LAUNCHERS
     assert tuple(LAUNCHERS) == tuple(LAUNCH_SPECS) == configs.GEMM_PATHS
+
+def test_paths_read_their_fields_only_and_their_labels_name_them():
+    assert DEQUANT_CONFIG.label == "dequant 32x32x256 w8" and AITER_CONFIG.label == "aiter"
+    assert config_from_fields({"path": "dequant", "num_warps": 4}).num_warps == 4
+    with pytest.raises(ValueError, match="path='dequant' reads only .*; leave split_k out"):
+        config_from_fields({"path": "dequant", "split_k": 2})
+    with pytest.raises(ValueError, match="path='aiter' reads only no field; leave block_m out"):
+        config_from_fields({"path": "aiter", "block_m": 64})
+    with pytest.raises(ValueError, match="path='cublas' is not one of"):
+        GemmConfig(16, 32, 256, path="cublas")
+
+
+@pytest.mark.usefixtures("fresh_lookup")
+@pytest.mark.parametrize("arch, served", [("sm_80", True), ("sm_89", True), ("sm_90", True),
+                                          ("sm_100", False), ("sm_120", False),
+                                          ("gfx950", False), ("interpreter", False)])
+def test_the_lookup_serves_dequant_from_the_threshold_on_nvidia_before_sm100(arch, served):
+    n, k = 4096, 4096
+    assert (vendor_gemm_from_m(arch) is not None) == served
+    for m in (VENDOR_GEMM_FROM_M, 4 * VENDOR_GEMM_FROM_M):
+        assert (config_lookup(arch, m, n, k) == (DEQUANT_CONFIG, "heuristic")) == served
+    below = config_lookup(arch, VENDOR_GEMM_FROM_M - 1, n, k)[0]
+    assert below.path == "preshuffle"

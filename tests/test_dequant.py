@@ -1,4 +1,4 @@
-"""The "dequant" path and the config paths beside the fused GEMM ("dequant", "aiter").
+"""The "dequant" path: kernels.dequantize and launchers.dequant.
 
 Decisions tested, each by what it changes:
 - kernels.dequantize: every (E2M1 code, E8M0 scale) pair gives formats.dequantize_mxfp4's value
@@ -8,16 +8,13 @@ Decisions tested, each by what it changes:
 - launchers.dequant: the reference's check and the ladder's proof at odd shapes (M no multiple
   of a tile, K % 128 != 0, A strided, N in chunks with a last smaller one), the same bytes on
   every call, the reduced-precision flag restored, the chunk bounded and checked;
-- launchers.configs: the fields a path reads, labels, the lookup serving "dequant" from
-  vendor_gemm_from_m on NVIDIA before sm_100 only, after table and file entries;
-- the tuned-shapes file naming "dequant" and "aiter" per (N, K, M bucket);
-- "aiter" refused in one line where aiter does not import;
-- the candidates of the import-time tuner and tools.tune at large M;
-- tools.bench --vendor-gemm's threshold from its rows;
 - every launch of the path compiles for gfx950 (no spill, no scratch) and sm_90 with the
   runner's Triton (3.6.0).
-"""
 
+The path's config and its place in the lookup are tested in tests/test_configs.py and
+tests/test_tuned_shapes.py, "aiter" in tests/test_aiter_path.py, the candidates beside it in
+tests/test_tuner.py and tests/test_tune.py, tools.bench --vendor-gemm in tests/test_bench.py.
+"""
 import json
 import os
 import subprocess
@@ -30,22 +27,10 @@ import torch
 from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.dequantize import dequantize_to_bf16
-from mxfp4_mm.launchers import (aiter_path, candidates, configs, current_target, dequant, ladder,
-                                tuner)
-from mxfp4_mm.launchers.configs import (AITER_CONFIG, DEQUANT_CONFIG, VENDOR_GEMM_FROM_M, GemmConfig,
-                               config_from_fields, config_lookup, heuristic_config,
-                               vendor_gemm_from_m)
-from mxfp4_mm.launchers.paths import build_launcher
-from mxfp4_mm.launchers.tuned_shapes import file_entry, load_configs, write_configs
+from mxfp4_mm.launchers import current_target, dequant, ladder
+from mxfp4_mm.launchers.configs import DEQUANT_CONFIG, config_from_fields
 
 ODD = (37, 96, 320)       # M no multiple of a tile, N = 3 * 32, K = 5 * 64
-
-
-@pytest.fixture(autouse=True)
-def fresh_lookup(monkeypatch):
-    monkeypatch.setattr(configs, "FILE_SHAPES", {})
-    monkeypatch.setattr(configs, "FILE_BUCKETS", {})
-    monkeypatch.setattr(configs, "_untuned", {})
 
 
 def same_values(got, want_fp32):
@@ -161,157 +146,6 @@ def test_the_chunk_of_b_is_bounded_and_checked():
         launcher(4, 96, 64, (64, 1), "cpu", chunk_n=48)
 
 
-# ----------------------------------------------------------------------------- configs
-
-def test_paths_read_their_fields_only_and_their_labels_name_them():
-    assert DEQUANT_CONFIG.label == "dequant 32x32x256 w8" and AITER_CONFIG.label == "aiter"
-    assert config_from_fields({"path": "dequant", "num_warps": 4}).num_warps == 4
-    with pytest.raises(ValueError, match="path='dequant' reads only .*; leave split_k out"):
-        config_from_fields({"path": "dequant", "split_k": 2})
-    with pytest.raises(ValueError, match="path='aiter' reads only no field; leave block_m out"):
-        config_from_fields({"path": "aiter", "block_m": 64})
-    with pytest.raises(ValueError, match="path='cublas' is not one of"):
-        GemmConfig(16, 32, 256, path="cublas")
-
-
-@pytest.mark.parametrize("arch, served", [("sm_80", True), ("sm_89", True), ("sm_90", True),
-                                          ("sm_100", False), ("sm_120", False),
-                                          ("gfx950", False), ("interpreter", False)])
-def test_the_lookup_serves_dequant_from_the_threshold_on_nvidia_before_sm100(arch, served):
-    n, k = 4096, 4096
-    assert (vendor_gemm_from_m(arch) is not None) == served
-    for m in (VENDOR_GEMM_FROM_M, 4 * VENDOR_GEMM_FROM_M):
-        assert (config_lookup(arch, m, n, k) == (DEQUANT_CONFIG, "heuristic")) == served
-    below = config_lookup(arch, VENDOR_GEMM_FROM_M - 1, n, k)[0]
-    assert below.path == "preshuffle"
-
-
-def test_table_and_file_entries_come_before_the_dequant_path(tmp_path):
-    m, n, k = 2 * VENDOR_GEMM_FROM_M, 4096, 4096
-    entry = GemmConfig(128, 128, 256, quantize_a_once=True)
-    configs.add_entries("sm_90", {}, {(n, k, configs.m_bucket(m)): entry})
-    assert config_lookup("sm_90", m, n, k) == (entry, "bucket")
-
-
-def test_the_tuned_shapes_file_names_dequant_and_aiter_per_bucket(tmp_path):
-    path = tmp_path / "tuned.json"
-    write_configs(path, [file_entry("sm_90", 4096, 4096, DEQUANT_CONFIG, "dequant", m_bucket=2048),
-                         file_entry("gfx950", 4096, 4096, AITER_CONFIG, "aiter", m_bucket=4096)])
-    hand = tmp_path / "hand.json"
-    hand.write_text('{"entries": [{"arch": "sm_90", "n": 2112, "k": 7168, "m_bucket": 8192, '
-                    '"config": {"path": "dequant", "num_warps": 4}}, {"arch": "gfx950", "n": 2112, '
-                    '"k": 7168, "m": 3000, "config": {"path": "aiter"}}]}')
-    assert load_configs(path) == 2 and load_configs(hand) == 2
-    assert config_lookup("sm_90", 1500, 4096, 4096) == (DEQUANT_CONFIG, "bucket")
-    assert config_lookup("gfx950", 3000, 4096, 4096) == (AITER_CONFIG, "bucket")
-    assert config_lookup("sm_90", 8000, 2112, 7168)[0] == config_from_fields(
-        {"path": "dequant", "num_warps": 4})
-    assert config_lookup("gfx950", 3000, 2112, 7168) == (AITER_CONFIG, "file")
-
-
-def test_aiter_is_refused_in_one_line_where_it_does_not_import(monkeypatch):
-    monkeypatch.setattr(aiter_path, "available", lambda: False)
-    with pytest.raises(aiter_path.AiterUnavailable, match="^path 'aiter' needs aiter, which does "
-                                                         "not import here$"):
-        build_launcher(AITER_CONFIG, "hip", 2048, 256, 512, (512, 1), "cpu")
-    monkeypatch.setattr(aiter_path, "available", lambda: True)
-    built = build_launcher(AITER_CONFIG, "hip", 2048, 256, 512, (512, 1), "cpu")
-    assert isinstance(built, aiter_path.AiterLauncher) and built.config == AITER_CONFIG
-
-
-# ----------------------------------------------------------------------------- candidates
-
-def test_the_import_time_tuner_offers_dequant_from_the_threshold_and_the_fused_gemm_beside_it():
-    m, n, k = VENDOR_GEMM_FROM_M, 2048, 512
-    found = tuner.candidate_configs("sm_90", (m, n, k))
-    assert found[0] == DEQUANT_CONFIG and heuristic_config("sm_90", m, n, k) in found
-    assert all(c.path == "preshuffle" for c in tuner.candidate_configs("sm_90", (m - 1, n, k)))
-    assert all(c.path == "preshuffle" for c in tuner.candidate_configs("sm_100", (m, n, k)))
-
-
-@pytest.mark.parametrize("imports", [True, False])
-def test_aiter_is_a_candidate_on_gfx950_at_large_m_where_it_imports(monkeypatch, imports):
-    monkeypatch.setattr(aiter_path, "available", lambda: imports)
-    m = candidates.AITER_CANDIDATE_FROM_M
-    assert (AITER_CONFIG in tuner.candidate_configs("gfx950", (m, 4096, 4096))) == imports
-    assert AITER_CONFIG not in tuner.candidate_configs("gfx950", (m - 1, 4096, 4096))
-    assert AITER_CONFIG not in tuner.candidate_configs("sm_90", (m, 4096, 4096))
-
-
-def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_candidates(
-        monkeypatch, capsys):
-    """tune() on sm_89 (no listed candidates): at the threshold it builds the fused heuristic
-    beside the served dequant launcher and times both; below it, it tunes nothing."""
-    from mxfp4_mm.launchers.proof import reference_output
-    shape = (VENDOR_GEMM_FROM_M, 32, 64)
-    built = []
-
-    class Right:
-        def __init__(self, config, *args, **kwargs):
-            self.config, self.quantizer = config, "software"
-            self.rung = ladder.QUANTIZER_RUNGS["software"]
-            built.append(config)
-
-        def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
-            codes = formats.unshuffle_weight(b_shuffle)
-            scales = formats.e8m0_unshuffle(b_scale_sh, codes.shape[0], a.shape[1] // 32)
-            return reference_output(a, codes, scales)
-
-    class Loop:
-        def __init__(self, *args, **kwargs):
-            pass
-
-        def time_interleaved(self, calls, count):
-            return [[5.0 + 0.1 * (-1) ** i if index == 0 else 1.0 + 0.1 * (-1) ** i
-                     for i in range(count)] for index, _ in enumerate(calls)]
-
-    monkeypatch.setattr(tuner, "build_launcher", Right)
-    monkeypatch.setattr(tuner, "RunnerLoop", Loop)
-    monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
-    served = Right(config_lookup("sm_89", *shape)[0])
-    assert served.config == DEQUANT_CONFIG
-    built.clear()
-    replacements = tuner.tune([shape], lambda s: served, "cpu", "sm_89", "cuda")
-    assert built == [heuristic_config("sm_89", *shape)] and list(replacements) == [shape]
-    assert "dequant 32x32x256 w8" in capsys.readouterr().err
-    below = (VENDOR_GEMM_FROM_M - 1, 32, 64)
-    served_below = Right(config_lookup("sm_89", *below)[0])
-    assert tuner.tune([below], lambda s: served_below, "cpu", "sm_89", "cuda") == {}
-    assert capsys.readouterr().err == ""
-
-
-def test_tools_tune_tries_the_other_paths_first_and_refines_none_of_them(monkeypatch):
-    from mxfp4_mm.tools import tune
-    monkeypatch.setattr(aiter_path, "available", lambda: True)
-    m = VENDOR_GEMM_FROM_M
-    assert tune.tile_candidates("sm_90", m, 4096, 4096, 132)[0] == DEQUANT_CONFIG
-    assert DEQUANT_CONFIG not in tune.tile_candidates("sm_90", m - 1, 4096, 4096, 132)
-    assert tune.tile_candidates("gfx950", candidates.AITER_CANDIDATE_FROM_M, 4096, 4096,
-                                256)[0] == AITER_CONFIG
-    assert tune.refine_candidates("sm_90", DEQUANT_CONFIG, 4096) == []
-
-
-# ----------------------------------------------------------------------------- tools.bench
-
-def vendor_row(m, fused, dequant_us, n=4096, k=4096):
-    return {"m": m, "n": n, "k": k, "fused_us": fused, "dequant_us": dequant_us, "bf16_us": 1.0,
-            "fused_config": "x"}
-
-
-def test_the_vendor_gemm_threshold_is_where_dequant_wins_from_on_every_n_k():
-    from mxfp4_mm.tools import bench
-    rows = [vendor_row(256, 10.0, 12.0), vendor_row(512, 20.0, 15.0), vendor_row(1024, 30.0, 31.0),
-            vendor_row(2048, 60.0, 40.0), vendor_row(4096, None, 80.0),
-            vendor_row(256, 10.0, 9.0, n=7168), vendor_row(512, 20.0, 19.0, n=7168)]
-    wins_from = bench.dequant_wins_from(rows)
-    assert wins_from == {(4096, 4096): 2048, (7168, 4096): 256}
-    assert bench.vendor_gemm_threshold(wins_from) == 2048
-    assert bench.vendor_gemm_threshold({**wins_from, (1, 1): None}) is None
-    lines = bench.format_vendor_table(rows).splitlines()
-    assert lines[1].endswith("fused") and lines[2].endswith("dequant") and len(lines) == 8
-    assert bench.vendor_gemm_grid()[:2] == ["256,4096,4096", "512,4096,4096"]
-
-
 # ----------------------------------------------------------------------------- cross-compiled
 
 _CROSS_COMPILE = """
@@ -348,15 +182,3 @@ def test_every_launch_compiles_for_gfx950_and_sm90_with_the_runners_triton(runne
         assert spills == scratch == 0, (backend, name)
 
 
-def test_a_vendor_gemm_row_proves_checks_and_times_both_paths_and_bf16(device):
-    from mxfp4_mm.tools import bench
-    timed = []
-
-    def time_us(fn):
-        timed.append(fn())
-        return float(len(timed))
-    row = bench.vendor_gemm_row({"m": 5, "n": 64, "k": 192, "seed": 1}, time_us, device=device)
-    arch = row["arch"]
-    assert row["errors"] == {} and row["fused_config"] == heuristic_config(arch, 5, 64, 192).label
-    assert (row["fused_us"], row["dequant_us"], row["bf16_us"]) == (1.0, 2.0, 3.0)
-    assert [tuple(out.shape) for out in timed] == [(5, 64)] * 3

@@ -10,11 +10,13 @@ config that does not spill exists (launchers.configs, launchers.fit, tools.fit).
   every shape of the grid, so no served config may spill.
 - A config too big for a target is reported as not fitting, with its bytes and the limit,
   and tools.isa then exits 1.
-- When every rung before it does not fit, the small-tiles rung serves the shape and matches
-  the reference (interpreter).
 - The heuristic of an arch is its family's: an sm_* arch takes sm_90's rules, any other
   gfx950's, the interpreter gfx950's; sm_90's splits K to about four K tiles a split while
   the fp32 partials stay under the weight's bytes.
+- tools.fit, with a faked compiler: gfx950 code with scratch bytes spills (as VGPR and SGPR
+  spills do); a launch is compiled once per distinct options, not once per kernel and
+  arguments; each target's row compiles the quantizer of its ladder's first rung (gfx950's
+  hardware one) and names it.
 """
 
 import json
@@ -22,13 +24,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from mxfp4_mm import reference
 from mxfp4_mm.launchers import configs, ladder
 from mxfp4_mm.launchers.configs import FITTING_CONFIG, GemmConfig, heuristic_config
-from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS, DoesNotFit
+from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS
+from mxfp4_mm.tools import fit as tools_fit
 from mxfp4_mm.tools.model_shapes import MODEL_LAYERS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,8 +98,8 @@ print(json.dumps([config_row(arch, shape, config) for shape in shapes]))
 
 def _config_rows(arch, config, shapes):
     """tools.fit.config_row of `config` at each shape, compiled with the runner's Triton."""
-    from mxfp4_mm.tools.gfx950.cross_compile import side_triton
-    env = dict(ENV, PYTHONPATH=os.pathsep.join([str(side_triton(RUNNER_TRITON)), str(ROOT)]))
+    from mxfp4_mm.tools.gfx950.cross_compile import triton_paths
+    env = dict(ENV, PYTHONPATH=os.pathsep.join([*triton_paths(RUNNER_TRITON), str(ROOT)]))
     fields = {f: v for f, v in vars(config).items()}
     done = subprocess.run([sys.executable, "-c", CONFIG_ROWS, arch, json.dumps(fields),
                            json.dumps(shapes)], cwd=ROOT, env=env, capture_output=True,
@@ -140,23 +143,6 @@ def test_tools_isa_names_the_bytes_and_exits_1_when_a_served_config_does_not_fit
     assert "DOES NOT FIT" in done.stdout and "/232,448 B" in done.stdout
 
 
-@pytest.mark.parametrize("m, n, k", [(33, 80, 320), (1, 16, 64)])
-def test_the_small_tiles_rung_serves_a_shape_whose_other_rungs_do_not_fit(m, n, k, capsys):
-    def does_not_fit():
-        raise DoesNotFit("too big")
-    rungs = [rung if rung.name == "small tiles" else rung._replace(build=does_not_fit)
-             for rung in ladder.rungs_for("interpreter", "interpreter", m, n, k, (k, 1), "cpu")]
-    assert rungs[-1].name == "small tiles" and rungs[-1].config == FITTING_CONFIG
-    launcher = ladder.proven_launcher("interpreter", "interpreter", m, n, k, (k, 1), "cpu",
-                                      rungs)
-    assert launcher.rung == "small tiles"
-    data = reference.generate_input(m, n, k, seed=m, device="cpu")
-    a, _, _, b_shuffle, b_scale_sh = data
-    assert reference.check_implementation(data, launcher(a, b_shuffle, b_scale_sh)) == (True, "")
-    lines = capsys.readouterr().err.splitlines()
-    assert lines[-1] == f"mxfp4-mm: {m}x{n}x{k}: served by small tiles"
-
-
 @pytest.mark.parametrize("arch, rules", [("sm_90", "sm_90"), ("sm_80", "sm_90"),
                                          ("sm_100", "sm_90"), ("gfx950", "gfx950"),
                                          ("gfx942", "gfx950"), ("interpreter", "gfx950")])
@@ -196,3 +182,53 @@ def test_sm90_tiles_by_m(m, tiles):
     config = configs.sm90_preshuffle(m, 4096, 4096)
     assert (config.block_m, config.block_n, config.num_warps) == tiles
     assert config.block_k == 256 and config.quantize_a_once == (m >= 1024)
+
+
+def _gfx950_compiled(shared=0, vgpr_spills=0, sgpr_spills=0, scratch=0):
+    """What compile_for returns for gfx950, as far as tools.fit reads it."""
+    amdgcn = (f"  .group_segment_fixed_size: 0\n  .private_segment_fixed_size: {scratch}\n"
+              f"  .sgpr_spill_count: {sgpr_spills}\n  .vgpr_count: 128\n"
+              f"  .vgpr_spill_count: {vgpr_spills}\n")
+    return SimpleNamespace(metadata=SimpleNamespace(shared=shared), asm={"amdgcn": amdgcn})
+
+
+@pytest.mark.parametrize("found, spills", [
+    (dict(), False), (dict(scratch=64), True), (dict(vgpr_spills=3), True),
+    (dict(sgpr_spills=1), True)])
+def test_gfx950_code_with_scratch_or_spill_counts_spills(monkeypatch, found, spills):
+    monkeypatch.setattr(tools_fit, "compile_for", lambda *args: _gfx950_compiled(**found))
+    spec = SimpleNamespace(name="gemm", kernel=None, sample_args=(), options={})
+    assert tools_fit._compile("gfx950", spec)["spills"] is spills
+
+
+def test_a_launch_is_compiled_once_per_distinct_options(monkeypatch):
+    compiled = []
+
+    def compile_for(kernel, args, options, target):
+        compiled.append(options)
+        return _gfx950_compiled(shared=1000 * options["num_warps"])
+    monkeypatch.setattr(tools_fit, "compile_for", compile_for)
+    monkeypatch.setattr(tools_fit, "specialization", lambda kernel, args, target: "same")
+    monkeypatch.setattr(tools_fit, "_compiled", {})
+    specs = [SimpleNamespace(name="gemm", kernel=None, sample_args=(), options=dict(num_warps=w))
+             for w in (4, 8, 4)]
+    assert [tools_fit.launch_resources("gfx950", spec)["shared_bytes"] for spec in specs] == \
+        [4000, 8000, 4000]
+    assert compiled == [dict(num_warps=4), dict(num_warps=8)]
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+def test_a_row_compiles_and_names_the_quantizer_of_the_ladders_first_rung(monkeypatch, arch):
+    m, n, k = 16, 64, 512
+    config = GemmConfig(16, 64, 256)
+    built, compiled = [], []
+    monkeypatch.setattr(ladder, "note_untuned", lambda *args: None)
+    monkeypatch.setattr(ladder, "build_launcher",
+                        lambda config, backend, m, n, k, strides, device, quantizer, **_:
+                        built.append(quantizer))
+    ladder.rungs_for(arch, tools_fit.BACKENDS[arch], m, n, k, (k, 1), "meta")[0].build()
+    monkeypatch.setattr(tools_fit, "path_launch_specs",
+                        lambda *args: compiled.append(args[-1]) or [])
+    row = tools_fit.config_row(arch, (m, n, k), config)
+    assert compiled == built and row["quantizer"] == built[0]
+    assert (built[0] == "hardware") is (arch == "gfx950")

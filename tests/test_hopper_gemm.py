@@ -3,23 +3,31 @@
 Through the interpreter: odd shapes (M not a multiple of any tile, K a multiple of 64 only, a
 ragged last K tile), strided A, the tile transposed or not, split-K summed in the kernel or by a
 second launch; A quantized exactly as kernels.quantize does (the fused and the prequantized A
-give the same bits); outputs bit-identical call to call. The config rule for sm_90 and the
-backends the path is refused on. Cross-compiled for sm_90 with the runner's Triton: the rule's
-kernels neither spill nor use a stack, and take B's dequantized values from registers into
-wgmma.
+give the same bits); outputs bit-identical call to call. The tile dequantization, both of its
+forms, bit for bit against formats over every code byte and the edge scale bytes: the
+interpreter's fp32 form, and the GPU's, whose PTX (BF16_PAIRS_ASM) runs in a CPU emulator of
+exactly the instructions it uses. The config rule for sm_90 and the backends the path is refused
+on. Cross-compiled for sm_90 with the runner's Triton: the rule's kernels neither spill nor use
+a stack, and take B's dequantized values from registers into wgmma.
 """
 
 import dataclasses
+import math
 import os
+import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from mxfp4_mm import reference
-from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels import formats, hopper_gemm
 from mxfp4_mm.kernels.quantize import quantize_rows
 from mxfp4_mm.launchers.configs import (GEMM_CONFIGS, HOPPER_MAX_M, GemmConfig, config_lookup,
                                hopper_config)
@@ -107,6 +115,165 @@ def test_a_weight_scale_of_zero_and_of_nan_reach_the_output_as_the_reference_rea
     assert torch.allclose(out[:, 0].float(), expected[:, 0], rtol=1e-2, atol=1e-2)
 
 
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("scale_byte", [0, 1])
+def test_a_weight_block_under_a_denormal_scale_reaches_the_output(scale_byte):
+    """Column 0 is one block of B (the rest of its row zero) under 2**-127 or 2**-126, and A
+    positive: its values (about 1e-37) are the reference's to bf16's precision."""
+    m, n, k = 2, 32, 256
+    data = list(reference.generate_input(m, n, k, seed=5, device="cpu"))
+    data[0] = data[0].abs()
+    codes = formats.unshuffle_weight(data[3].view(torch.uint8)).clone()
+    scales = formats.e8m0_unshuffle(data[4].view(torch.uint8), n, k // 32).clone()
+    codes[0, :formats.MX_BLOCK // 2] &= 0x77                     # positive codes
+    codes[0, formats.MX_BLOCK // 2:] = 0
+    scales[0, 0] = scale_byte
+    data[3] = formats.shuffle_weight(codes)
+    data[4] = formats.e8m0_shuffle(scales, formats.SCALE_PAD_BYTE)
+    _, out = run(hopper(16, 32, swap_ab=True), data)
+    expected = (formats.dequantize_mxfp4(*formats.quantize_mxfp4(data[0]))
+                @ formats.dequantize_mxfp4(codes, scales).T)[:, 0]
+    assert (expected > 2.0 ** -126).all()
+    torch.testing.assert_close(out[:, 0].float(), expected, rtol=1e-2, atol=0)
+
+# Each tile dequantization of the path, over every code byte (each row all 256) and the edge
+# scale bytes: 2**-127 and 2**-126 (their values fp32 and bf16 denormals), 2**-125, 2**-1,
+# 1, 2, 2**127 (4 and above overflow to inf) and NaN.
+EDGE_SCALE_BYTES = (0, 1, 2, 126, 127, 128, 254, 255)
+
+
+@triton.jit
+def _dequantize_tile_kernel(codes_ptr, scales_ptr, out_ptr, ROWS: tl.constexpr,
+                            BLOCK_K: tl.constexpr):
+    rows = tl.arange(0, ROWS)[:, None]
+    codes = tl.load(codes_ptr + rows * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)[None, :])
+    scales = tl.load(scales_ptr + rows * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)[None, :])
+    values = hopper_gemm.dequantize_tile(codes, scales, ROWS, BLOCK_K)
+    if values.dtype == tl.bfloat16:     # widened by its bits: the interpreter's cast flushes denormals
+        values = (values.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    tl.store(out_ptr + rows * BLOCK_K + tl.arange(0, BLOCK_K)[None, :], values)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("form", ["interpreter", "gpu"])
+def test_a_tile_dequantizes_to_the_formats_values_bit_for_bit(form, monkeypatch):
+    """The interpreter's fp32 form as it runs; the GPU's with its PTX emulated (run_ptx), the
+    interpreter taking the GPU branch."""
+    if form == "gpu":
+        from triton.runtime import interpreter
+        monkeypatch.setattr(hopper_gemm, "INTERPRETED", tl.constexpr(False))
+        monkeypatch.setattr(interpreter.InterpreterBuilder, "create_inline_asm",
+                            _emulated_inline_asm)
+    rows = len(EDGE_SCALE_BYTES)
+    codes = torch.arange(256, dtype=torch.uint8).repeat(rows, 1)
+    scales = torch.tensor(EDGE_SCALE_BYTES, dtype=torch.uint8)[:, None].repeat(1, 16)
+    out = torch.empty(rows, 512)
+    _dequantize_tile_kernel[(1,)](codes, scales, out, rows, 512)
+    expected = formats.dequantize_mxfp4(codes, scales)
+    nan = expected.isnan()
+    assert torch.equal(out.isnan(), nan)
+    wrong = out[~nan].view(torch.int32) != expected[~nan].view(torch.int32)
+    assert not wrong.any(), f"{int(wrong.sum())} of {wrong.numel()} values differ"
+
+
+# The PTX of an inline-asm block run on the CPU, each instruction as the PTX ISA defines it, for
+# exactly the instructions of the project's asm: any other raises.
+
+_U32 = 0xFFFFFFFF
+
+
+def _bf16_value(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+
+
+def _bf16_bits(value: float) -> int:
+    """The bf16 nearest to value, ties to even, denormals kept, beyond the largest finite inf;
+    NaN as 0x7FFF (NaN lanes are compared as NaN only)."""
+    if math.isnan(value):
+        return 0x7FFF
+    sign = 0x8000 if math.copysign(1.0, value) < 0 else 0
+    magnitude = abs(value)
+    if magnitude == 0 or math.isinf(magnitude):
+        return sign | (0x7F80 if magnitude else 0)
+    exponent = max(math.frexp(magnitude)[1] - 1, -126)        # magnitude = 1.f * 2**exponent
+    quantum = 2.0 ** (exponent - 7)
+    rounded = round(magnitude / quantum) * quantum              # round(): ties to even
+    if rounded >= 2.0 ** 128:
+        return sign | 0x7F80
+    return sign | struct.unpack("<I", struct.pack("<f", rounded))[0] >> 16
+
+
+def _mul_bf16x2(a: int, b: int) -> int:
+    """Each 16-bit half times its own, rounded once (the float64 product of two bf16 is exact)."""
+    low, high = (_bf16_bits(_bf16_value(a >> shift & 0xFFFF) * _bf16_value(b >> shift & 0xFFFF))
+                 for shift in (0, 16))
+    return low | high << 16
+
+
+_PTX = {
+    "mov.b32": lambda a: a,
+    "bfe.u32": lambda a, position, length: a >> (position & 0xFF) & (1 << (length & 0xFF)) - 1,
+    "mul.lo.u32": lambda a, b: a * b & _U32,
+    "shl.b32": lambda a, b: a << min(b, 32) & _U32,        # shifts past 32 clamp to 32
+    "and.b32": lambda a, b: a & b,
+    "or.b32": lambda a, b: a | b,
+    "mul.rn.bf16x2": _mul_bf16x2,
+}
+
+
+def run_ptx(asm: str, operands: list) -> list:
+    """Runs an inline-asm block's PTX on 32-bit operands ($i is operands[i]) and returns them
+    as it leaves them. Its own registers are those its `.reg .b32` lines declare."""
+    registers = {f"${i}": value for i, value in enumerate(operands)}
+    code = re.sub(r"//[^\n]*", "", asm).replace("{", ";").replace("}", ";")
+    for statement in filter(None, (part.strip() for part in code.split(";"))):
+        opcode, _, rest = statement.partition(" ")
+        names = [name.strip() for name in rest.split(",")]
+        if opcode == ".reg":
+            width, first = names[0].split()
+            assert width == ".b32", statement
+            registers.update(dict.fromkeys([first, *names[1:]]))
+        elif opcode in _PTX:
+            destination, *sources = names
+            assert destination in registers, statement
+            values = [registers[name] if name in registers else int(name, 0) for name in sources]
+            assert None not in values, f"{statement}: a register read before it is written"
+            registers[destination] = _PTX[opcode](*values)
+        else:
+            raise NotImplementedError(f"{opcode}: not emulated; add it as the PTX ISA defines it")
+    return [registers[f"${i}"] for i in range(len(operands))]
+
+
+def _emulated_inline_asm(self, asm, constraints, values, result_types, is_pure, pack):
+    """The interpreter's builder method for tl.inline_asm_elementwise, by run_ptx, operands as
+    the compiled op passes them: each `pack` consecutive elements one run, the outputs' first
+    ($0 ... one 32-bit register an element, output after output), then each input's, an input
+    narrower than 32 bits packed into registers of 4 / size elements, the first the lowest."""
+    from triton.runtime.interpreter import TensorHandle
+    assert all(t.scalar.primitive_bitwidth == 32 for t in result_types)
+    shape = values[0].data.shape
+    inputs = [np.broadcast_to(v.data, shape).reshape(-1) for v in values]
+    outputs = [np.zeros(inputs[0].size, np.uint32) for _ in result_types]
+    for start in range(0, inputs[0].size, pack):
+        operands = [0] * (len(outputs) * pack)
+        for data in inputs:
+            per_register = max(1, 4 // data.itemsize)
+            group = [int(x) for x in data[start:start + pack]]
+            operands += [sum(x << 8 * data.itemsize * j for j, x in enumerate(group[i:i + per_register]))
+                         for i in range(0, pack, per_register)]
+        assert len(operands) == len(constraints.split(",")), constraints
+        results = run_ptx(asm, operands)
+        for i, out in enumerate(outputs):
+            out[start:start + pack] = results[i * pack:(i + 1) * pack]
+    handles = [TensorHandle(out.reshape(shape), t.scalar) for out, t in zip(outputs, result_types)]
+
+    class Call:
+        def get_result(self, index):
+            return handles[index]
+    return Call()
+
+
 def test_the_sm90_rule_serves_the_hopper_path_up_to_its_m_and_nothing_else_changes():
     for m in (1, 8, HOPPER_MAX_M):
         for n, k in ((6144, 4096), (4096, 14336), (2880, 1024)):
@@ -126,6 +293,8 @@ def test_the_rule_splits_k_only_while_the_grid_is_small():
     assert hopper_config(1, 28672, 4096).split_k == 1       # 448 tiles
     assert hopper_config(1, 4096, 4096).split_k == 4        # 64 tiles
     assert hopper_config(1, 4096, 256).split_k == 1         # one K tile
+    assert hopper_config(1, 4096, 512).split_k == 2         # as many splits as K tiles
+    assert hopper_config(1, 4096, 1024).split_k == 4
 
 
 def test_the_hopper_path_is_refused_on_hip_and_with_a_hardware_quantizer():

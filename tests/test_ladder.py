@@ -2,13 +2,15 @@
 
 Verdicts are tested with launchers that are right, wrong in one element of one case, or whose
 direct launch differs from the standard one in one bit; the ladder with the real GEMM through
-MXFP4_MM_FAULT and with rungs that fail on purpose.
+MXFP4_MM_FAULT and with rungs that fail on purpose: when every rung before it does not fit, the
+small-tiles rung serves the shape and matches the reference (interpreter).
 """
 
 from collections import OrderedDict
 
 import pytest
 import torch
+from triton.runtime.autotuner import OutOfResources
 
 from mxfp4_mm import launchers
 from mxfp4_mm import reference
@@ -275,6 +277,20 @@ def test_a_rung_that_does_not_fit_steps_down_past_its_config_in_one_line(capsys)
         "mxfp4-mm: 4x64x512: served by small"]
 
 
+def test_a_rung_triton_finds_out_of_resources_steps_down_past_its_config():
+    built = []
+
+    def out_of_resources():
+        built.append("big")
+        raise OutOfResources(366592, 232448, "shared memory")
+    rungs = [ladder.Rung("first", out_of_resources, BIG),
+             ladder.Rung("same config", lambda: built.append("again"), BIG),
+             ladder.Rung("small", FakeLauncher, SMALL)]
+    launcher = ladder.proven_launcher("interpreter", "interpreter", 4, 64, 512, (512, 1),
+                                      "cpu", rungs)
+    assert launcher.rung == "small" and built == ["big"]
+
+
 def test_other_failures_try_the_same_config_again(capsys):
     rungs = [ladder.Rung("first", lambda: FakeLauncher(wrong_case=0), BIG),
              ladder.Rung("same config", FakeLauncher, BIG)]
@@ -312,6 +328,7 @@ def test_a_faulted_shape_steps_down_and_still_gives_the_reference(kind, monkeypa
                                                                   empty_cache, device):
     m, n, k = SHAPE
     monkeypatch.setenv("MXFP4_MM_FAULT", f"{kind}:{m},{n},{k}")
+    monkeypatch.setenv(QUIET_VARIABLE, "1")     # the untuned-shape notice is not a step down
     data = reference.generate_input(m, n, k, seed=5, device=device)
     output = custom_kernel(data)
     assert reference.check_implementation(data, output) == (True, "")
@@ -481,3 +498,20 @@ def test_prove_rung_proves_the_direct_launch_only_where_there_is_one(monkeypatch
     ladder.prove_rung(ladder.Rung("r", lambda: FakeLauncher(reduces_in_kernel=True)),
                       4, 64, 512, (512, 1), "cpu")
     assert seen["repeats"] == proof.SPLIT_K_REPEATS
+
+@pytest.mark.parametrize("m, n, k", [(33, 80, 320), (1, 16, 64)])
+def test_the_small_tiles_rung_serves_a_shape_whose_other_rungs_do_not_fit(m, n, k, capsys,
+                                                                           device):
+    def does_not_fit():
+        raise DoesNotFit("too big")
+    backend, arch = launchers.current_target(device)
+    rungs = [rung if rung.name == "small tiles" else rung._replace(build=does_not_fit)
+             for rung in ladder.rungs_for(arch, backend, m, n, k, (k, 1), device)]
+    assert rungs[-1].name == "small tiles" and rungs[-1].config == FITTING_CONFIG
+    launcher = ladder.proven_launcher(arch, backend, m, n, k, (k, 1), device, rungs)
+    assert launcher.rung == "small tiles"
+    data = reference.generate_input(m, n, k, seed=m, device=device)
+    a, _, _, b_shuffle, b_scale_sh = data
+    assert reference.check_implementation(data, launcher(a, b_shuffle, b_scale_sh)) == (True, "")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1] == f"mxfp4-mm: {m}x{n}x{k}: served by small tiles"

@@ -32,7 +32,6 @@ TOOLS = sorted(".".join(path.relative_to(ROOT).with_suffix("").parts)
 # as transformers finds it (importlib.util.find_spec, then importlib.metadata).
 CLIENT = """# top-level name: another distribution's kernels, imported as transformers does
 import contextlib, importlib.metadata, importlib.util, io, os, runpy, sys
-os.environ["TRITON_INTERPRET"] = "1"
 os.environ["MXFP4_MM_QUIET"] = "1"
 stand_in, ours_first, tools = sys.argv[1], sys.argv[2] == "ours-first", sys.argv[3:]
 
@@ -138,6 +137,24 @@ def test_without_another_distribution_the_checkouts_kernels_stays(tmp_path):
                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [str(ROOT / "kernels" / "__init__.py"), "[]"]
+
+
+@pytest.mark.parametrize("other_distribution", [True, False])
+def test_importing_kernels_from_the_root_leaves_sys_path_in_its_order(tmp_path,
+                                                                      other_distribution):
+    """step_aside takes the root's entries (here two: the script's folder and PYTHONPATH's)
+    off sys.path while it looks for another kernels and puts each back in its place."""
+    pythonpath = [ROOT] + ([write_stand_in(tmp_path / "site")] if other_distribution else [])
+    code = ("# top-level name: the checkout's own folder, or another distribution's\n"
+            "import sys; before = list(sys.path); import kernels; print(kernels.__file__); "
+            "print(sys.path == before)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = os.pathsep.join(map(str, pythonpath))
+    done = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    found = pythonpath[-1] if other_distribution else ROOT
+    assert done.stdout.splitlines() == [str(found / "kernels" / "__init__.py"), "True"]
 
 
 @pytest.fixture(scope="module")

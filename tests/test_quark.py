@@ -188,6 +188,7 @@ Q_PROJ = "model.layers.0.self_attn.q_proj"
      f"{FIRST}: input_tensors is None, expected an MXFP4 spec"),
     (_set(("global_quant_config", "output_tensors"), FP8_SPEC),
      f"{FIRST}: output_tensors is quantized"),
+    (_set(("global_quant_config", "bias"), FP8_SPEC), f"{FIRST}: bias is quantized"),
     (_set(("layer_quant_config",), {"*.1.self_attn.v_proj": {"weight": FP8_SPEC}}),
      "model.layers.1.self_attn.v_proj: weight dtype is 'fp8_e4m3', expected 'fp4'"),
     (_set(("kv_cache_quant_config",), {"*k_proj": {"output_tensors": FP8_SPEC}}),
@@ -203,6 +204,27 @@ def test_a_mutated_quantization_config_is_refused_in_one_line(tmp_path, mutate, 
         load_quark(_mutated(tmp_path, mutate))
     text = str(error.value)
     assert text.startswith(message) and "\n" not in text
+
+
+@pytest.mark.interpreter
+@NEEDS_TRANSFORMERS
+def test_a_tied_embedding_export_loads_as_the_untied_model_whose_head_is_the_embedding(tmp_path):
+    """tie_word_embeddings true and no lm_head.weight in the checkpoint (how a tied model is
+    exported): lm_head is the embedding, the logits those of the untied export that holds the
+    embedding as its lm_head.weight."""
+    checkpoint, outputs = _fixture()
+    checkpoint["lm_head.weight"] = checkpoint["model.embed_tokens.weight"].clone()
+    untied = _mutated(tmp_path / "untied", lambda quantization: None, checkpoint)
+    del checkpoint["lm_head.weight"]
+    tied = _mutated(tmp_path / "tied", lambda quantization: None, checkpoint)
+    config = json.loads((tied / "config.json").read_text())
+    config["tie_word_embeddings"] = True
+    (tied / "config.json").write_text(json.dumps(config))
+    model = load_quark(tied)
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    with torch.no_grad():
+        logits = model(outputs["input_ids"]).logits
+        assert torch.equal(logits, load_quark(untied)(outputs["input_ids"]).logits)
 
 
 def test_a_static_input_scale_is_refused_in_one_line(tmp_path):

@@ -1,4 +1,6 @@
-"""tools.tune's CPU-side parts: the candidate spaces, the resumable state, the table writer."""
+"""tools.tune's CPU-side parts: the candidate spaces (the other paths first, none of them
+refined), the resumable state, the winner (none that spills where one that does not exists,
+over every launch of a result), the table writer."""
 
 import dataclasses
 import os
@@ -8,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mxfp4_mm.launchers import config_table
-from mxfp4_mm.launchers.configs import GEMM_CONFIGS, GemmConfig
+from mxfp4_mm.launchers import aiter_path, candidates, config_table
+from mxfp4_mm.launchers.configs import (AITER_CONFIG, DEQUANT_CONFIG, GEMM_CONFIGS,
+                                        VENDOR_GEMM_FROM_M, GemmConfig)
 from mxfp4_mm.tools import tune
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,9 +117,30 @@ def test_the_winner_is_the_fastest_that_does_not_spill_where_one_does_not():
     assert tune.best_result({"fast": results["fast"]})["median_us"] == 5.0
 
 
+def test_a_result_spills_when_any_of_its_launches_does():
+    fields = dataclasses.asdict(GemmConfig(16, 64, 512, split_k=2))
+    launches = {"gemm": {"n_regs": 128, "n_spills": 0}, "reduce": {"n_regs": 255, "n_spills": 8}}
+    second_spills = {"ok": True, "median_us": 5.0, "config": fields, "resources": launches}
+    neither = {"ok": True, "median_us": 6.0, "config": fields,
+               "resources": dict(launches, reduce={"n_regs": 64, "n_spills": 0})}
+    assert tune.spills(second_spills) and not tune.spills(neither)
+    assert tune.best_result({"fast": second_spills, "slower": neither}) is neither
+
+
 def test_without_a_gpu_it_says_so_and_fails():
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     done = subprocess.run([sys.executable, "-m", "tools.tune", "--shapes", "4,2880,512"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "needs a GPU" in done.stderr
+
+@pytest.mark.usefixtures("fresh_lookup")
+def test_tools_tune_tries_the_other_paths_first_and_refines_none_of_them(monkeypatch):
+    from mxfp4_mm.tools import tune
+    monkeypatch.setattr(aiter_path, "available", lambda: True)
+    m = VENDOR_GEMM_FROM_M
+    assert tune.tile_candidates("sm_90", m, 4096, 4096, 132)[0] == DEQUANT_CONFIG
+    assert DEQUANT_CONFIG not in tune.tile_candidates("sm_90", m - 1, 4096, 4096, 132)
+    assert tune.tile_candidates("gfx950", candidates.AITER_CANDIDATE_FROM_M, 4096, 4096,
+                                256)[0] == AITER_CONFIG
+    assert tune.refine_candidates("sm_90", DEQUANT_CONFIG, 4096) == []

@@ -1,6 +1,7 @@
 """Configs beyond the built-in table: the lookup's order (table, a file's exact shape, a file's
-(N, K) and M bucket, the heuristic), the tuned-shapes file (launchers.tuned_shapes: round trip,
-one-line errors naming the file and the entry, MXFP4_MM_CONFIGS at import), the notice for
+(N, K) and M bucket, the dequant path where it is served, the heuristic), the tuned-shapes file
+(launchers.tuned_shapes: round trip, "dequant" and "aiter" named per bucket, one-line errors
+naming the file and the entry, MXFP4_MM_CONFIGS at import), the notice for
 untuned shapes (once per bucket, MXFP4_MM_QUIET), and the one-file submission leaving the file
 out."""
 
@@ -13,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from mxfp4_mm.launchers import configs, tuned_shapes
-from mxfp4_mm.launchers.configs import (GEMM_CONFIGS, M_BUCKET_CAP, GemmConfig, config_lookup,
-                               heuristic_config, m_bucket, note_untuned, untuned_shapes)
+from mxfp4_mm.launchers.configs import (AITER_CONFIG, DEQUANT_CONFIG, GEMM_CONFIGS, M_BUCKET_CAP,
+                                        VENDOR_GEMM_FROM_M, GemmConfig, config_from_fields,
+                                        config_lookup, heuristic_config, m_bucket, note_untuned,
+                                        untuned_shapes)
 from mxfp4_mm.launchers.tuned_shapes import ConfigFileError, file_entry, load_configs, write_configs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,11 +26,8 @@ N, K = 4096, 1024
 
 
 @pytest.fixture(autouse=True)
-def fresh_lookup(monkeypatch):
-    """Each test starts with no file entries and no untuned shape seen."""
-    monkeypatch.setattr(configs, "FILE_SHAPES", {})
-    monkeypatch.setattr(configs, "FILE_BUCKETS", {})
-    monkeypatch.setattr(configs, "_untuned", {})
+def fresh_and_noticed(fresh_lookup, monkeypatch):
+    """Each test starts with no file entries and no untuned shape seen, notices on."""
     monkeypatch.delenv(configs.QUIET_VARIABLE, raising=False)
 
 
@@ -274,3 +274,25 @@ def test_tools_tune_tries_a_quantized_once_up_to_256_rows_from_m_64():
     assert once and max(c.block_m for c in once) == 256
     small = tile_candidates("sm_90", QUANTIZE_ONCE_FROM_M - 1, N, K, 132)
     assert not any(c.quantize_a_once for c in small)
+
+def test_table_and_file_entries_come_before_the_dequant_path(tmp_path):
+    m, n, k = 2 * VENDOR_GEMM_FROM_M, 4096, 4096
+    entry = GemmConfig(128, 128, 256, quantize_a_once=True)
+    configs.add_entries("sm_90", {}, {(n, k, configs.m_bucket(m)): entry})
+    assert config_lookup("sm_90", m, n, k) == (entry, "bucket")
+
+
+def test_the_tuned_shapes_file_names_dequant_and_aiter_per_bucket(tmp_path):
+    path = tmp_path / "tuned.json"
+    write_configs(path, [file_entry("sm_90", 4096, 4096, DEQUANT_CONFIG, "dequant", m_bucket=2048),
+                         file_entry("gfx950", 4096, 4096, AITER_CONFIG, "aiter", m_bucket=4096)])
+    hand = tmp_path / "hand.json"
+    hand.write_text('{"entries": [{"arch": "sm_90", "n": 2112, "k": 7168, "m_bucket": 8192, '
+                    '"config": {"path": "dequant", "num_warps": 4}}, {"arch": "gfx950", "n": 2112, '
+                    '"k": 7168, "m": 3000, "config": {"path": "aiter"}}]}')
+    assert load_configs(path) == 2 and load_configs(hand) == 2
+    assert config_lookup("sm_90", 1500, 4096, 4096) == (DEQUANT_CONFIG, "bucket")
+    assert config_lookup("gfx950", 3000, 4096, 4096) == (AITER_CONFIG, "bucket")
+    assert config_lookup("sm_90", 8000, 2112, 7168)[0] == config_from_fields(
+        {"path": "dequant", "num_warps": 4})
+    assert config_lookup("gfx950", 3000, 2112, 7168) == (AITER_CONFIG, "file")

@@ -6,7 +6,10 @@ Decisions of launchers.tuner, each tested by what it changes:
   error), the arch (only those with candidates), the served rung (quantizer rungs only);
 - which candidates: the table's entry first, the other quantizers of the served one, the
   listed alternatives without duplicates, at most MAX_CANDIDATES; each built with its own
-  config and quantizer, the served launcher reused, not rebuilt;
+  config and quantizer, the served launcher reused, not rebuilt; at large M the other paths
+  (launchers.candidates: "dequant" from the threshold with the fused heuristic beside it,
+  "aiter" on gfx950 where it imports), and on an arch without listed candidates the fused
+  GEMM timed against a served "dequant";
 - which are timed: the proven ones only, and only when two or more are and the deadline (the
   deadline itself included) is not passed;
 - the winner: the fastest whose mean beats the table's by strictly more than the noise (twice
@@ -23,8 +26,11 @@ import dataclasses
 
 import pytest
 
-from mxfp4_mm.launchers import candidates, ladder, tuner
-from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, GemmConfig, config_for
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers import aiter_path, candidates, ladder, tuner
+from mxfp4_mm.launchers.configs import (AITER_CONFIG, BENCHMARK_SHAPES, DEQUANT_CONFIG,
+                                        VENDOR_GEMM_FROM_M, GemmConfig, config_for, config_lookup,
+                                        heuristic_config)
 
 SHAPE = (4, 2880, 512)
 CONFIGS = [GemmConfig(16, 32, 512), GemmConfig(16, 64, 512), GemmConfig(16, 32, 256, split_k=2)]
@@ -434,3 +440,64 @@ def test_the_report_notes_the_table_when_nothing_was_timed():
     block = tuner.report([tuner.ShapeResult(SHAPE, rows, 0)], "gfx950")
     assert "not timed: budget spent" in block and "the table's entry" in block
     assert block.splitlines()[1].startswith("  4x2880x512 * table")
+
+@pytest.mark.usefixtures("fresh_lookup")
+def test_the_import_time_tuner_offers_dequant_from_the_threshold_and_the_fused_gemm_beside_it():
+    m, n, k = VENDOR_GEMM_FROM_M, 2048, 512
+    found = tuner.candidate_configs("sm_90", (m, n, k))
+    assert found[0] == DEQUANT_CONFIG and heuristic_config("sm_90", m, n, k) in found
+    assert all(c.path == "preshuffle" for c in tuner.candidate_configs("sm_90", (m - 1, n, k)))
+    assert all(c.path == "preshuffle" for c in tuner.candidate_configs("sm_100", (m, n, k)))
+
+
+@pytest.mark.usefixtures("fresh_lookup")
+@pytest.mark.parametrize("imports", [True, False])
+def test_aiter_is_a_candidate_on_gfx950_at_large_m_where_it_imports(monkeypatch, imports):
+    monkeypatch.setattr(aiter_path, "available", lambda: imports)
+    m = candidates.AITER_CANDIDATE_FROM_M
+    assert (AITER_CONFIG in tuner.candidate_configs("gfx950", (m, 4096, 4096))) == imports
+    assert AITER_CONFIG not in tuner.candidate_configs("gfx950", (m - 1, 4096, 4096))
+    assert AITER_CONFIG not in tuner.candidate_configs("sm_90", (m, 4096, 4096))
+
+
+@pytest.mark.usefixtures("fresh_lookup")
+def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_candidates(
+        monkeypatch, capsys):
+    """tune() on sm_89 (no listed candidates): at the threshold it builds the fused heuristic
+    beside the served dequant launcher and times both; below it, it tunes nothing."""
+    from mxfp4_mm.launchers.proof import reference_output
+    shape = (VENDOR_GEMM_FROM_M, 32, 64)
+    built = []
+
+    class Right:
+        def __init__(self, config, *args, **kwargs):
+            self.config, self.quantizer = config, "software"
+            self.rung = ladder.QUANTIZER_RUNGS["software"]
+            built.append(config)
+
+        def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
+            codes = formats.unshuffle_weight(b_shuffle)
+            scales = formats.e8m0_unshuffle(b_scale_sh, codes.shape[0], a.shape[1] // 32)
+            return reference_output(a, codes, scales)
+
+    class Loop:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def time_interleaved(self, calls, count):
+            return [[5.0 + 0.1 * (-1) ** i if index == 0 else 1.0 + 0.1 * (-1) ** i
+                     for i in range(count)] for index, _ in enumerate(calls)]
+
+    monkeypatch.setattr(tuner, "build_launcher", Right)
+    monkeypatch.setattr(tuner, "RunnerLoop", Loop)
+    monkeypatch.setenv(tuner.BUDGET_VARIABLE, "1000")
+    served = Right(config_lookup("sm_89", *shape)[0])
+    assert served.config == DEQUANT_CONFIG
+    built.clear()
+    replacements = tuner.tune([shape], lambda s: served, "cpu", "sm_89", "cuda")
+    assert built == [heuristic_config("sm_89", *shape)] and list(replacements) == [shape]
+    assert "dequant 32x32x256 w8" in capsys.readouterr().err
+    below = (VENDOR_GEMM_FROM_M - 1, 32, 64)
+    served_below = Right(config_lookup("sm_89", *below)[0])
+    assert tuner.tune([below], lambda s: served_below, "cpu", "sm_89", "cuda") == {}
+    assert capsys.readouterr().err == ""

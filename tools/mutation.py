@@ -10,8 +10,8 @@ names for the mutated functions are the modules the tests import:
 1. The jit kernels, which mutmut cannot rewrite, get the hand-written mutants of
    mutation/kernel_mutants.toml: each applied to a fresh copy, its tests run, --workers at once.
 2. mutmut (the `mutation` extra; config in pyproject.toml's [tool.mutmut]) mutates every
-   function of launchers/, kernels/formats.py and tools/{bundle,evaluate,check}.py and runs, per
-   mutant, only the tests that call the mutated function (mutmut's map of which tests reach
+   function of launchers/, kernels/formats.py and tools/{bundle,evaluate,check,fit,tune,bench}.py
+   and runs, per mutant, only the tests that call the mutated function (mutmut's map of which tests reach
    which function), --workers mutants at once.
 --budget-s bounds the whole run: what it leaves unrun is reported as not run.
 
