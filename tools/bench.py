@@ -47,8 +47,11 @@ runner's loop. Prints per M the mean µs of both, their ratio and the relative L
 their logits.
 """
 
+import collections
+import contextlib
 import dataclasses
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -57,8 +60,8 @@ import torch
 import triton
 
 from mxfp4_mm.tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_variable,
-                       clear_bytes, output_file, parse_m_list, parse_shapes, positive_int,
-                       usage_error)
+                       clear_bytes, output_file, parse_m_list, parse_model_shapes, parse_shapes,
+                       positive_int, usage_error)
 from mxfp4_mm.tools.evaluate import _num, geomean
 from mxfp4_mm.tools.model_shapes import DECODE_MAX_M
 from mxfp4_mm.tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
@@ -450,6 +453,159 @@ def run_vendor_gemm(specs, args) -> int:
     return 1 if failed else 0
 
 
+# ----------------------------------------------------------------------------- --host-only
+
+HOST_ONLY_SHAPES = ["llama-3-8b", "benchmarks"]
+HOST_ONLY_M = (1, 8, 32, 64)
+STUBBED_HOST_CALLS = 5000
+# (key, column label): F.linear on the bf16 weight, the op, MXFP4Linear, custom_kernel, the
+# GEMM's direct launch alone
+HOST_ONLY_COLUMNS = (("F.linear", "F.linear"), ("op", "op"), ("MXFP4Linear", "layer"),
+                     ("custom_kernel", "ck"), ("direct", "direct"))
+# the issue's targets: the op and MXFP4Linear within 5 µs of F.linear, custom_kernel within 2
+# µs of the op
+HOST_TARGET_US = {("op", "F.linear"): 5.0, ("MXFP4Linear", "F.linear"): 5.0,
+                  ("custom_kernel", "op"): 2.0}
+HOST_ONLY_LEGEND = ("host µs per call, the median over back-to-back calls without "
+                    "synchronization: F.linear on the bf16 weight, torch.ops.mxfp4_mm.gemm, "
+                    "MXFP4Linear, submission.custom_kernel, and the GEMM's direct launch alone")
+STUBBED_LEGEND = ("the Python part alone, on the CPU: launchers built without proof, every "
+                  "kernel launch a no-op taken as direct (F.linear and the direct launch, which "
+                  "would compute or launch, are not timed); host µs per call, the median over "
+                  "back-to-back calls")
+
+
+def _no_launch(*arguments):
+    """A kernel launch that launches nothing (--stub-launches)."""
+
+
+@contextlib.contextmanager
+def stubbed_launches():
+    """Inside: launchers built without proof (the looked-up config, launchers.paths) in an
+    empty launcher cache of their own, each of their kernel launches a direct one that
+    launches nothing; outside, the cache and KernelLaunch are as they were."""
+    from unittest import mock
+
+    from mxfp4_mm import launchers
+    from mxfp4_mm.launchers.bypass import KernelLaunch
+    from mxfp4_mm.launchers.configs import config_for
+    from mxfp4_mm.launchers.paths import build_launcher
+
+    def unproven(arch, backend, m, n, k, a_strides, device):
+        return build_launcher(config_for(arch, m, n, k), backend, m, n, k, a_strides, device)
+    built = KernelLaunch.__init__
+
+    def stubbed(launch, *arguments, **options):
+        built(launch, *arguments, **options)
+        launch.direct = _no_launch
+    with mock.patch.object(launchers, "proven_launcher", unproven), \
+            mock.patch.object(launchers, "_launchers", collections.OrderedDict()), \
+            mock.patch.object(launchers, "_checked_signatures", {}), \
+            mock.patch.object(KernelLaunch, "__init__", stubbed):
+        yield
+
+
+def host_inputs(m, n, k, device):
+    """(A bf16 [M, K], the bf16 weight [N, K], B_shuffle uint8 [N, K/2], B_scale_sh uint8)
+    of random values (every scale 2^0): host time reads none of them."""
+    from mxfp4_mm.kernels import formats
+    generator = torch.Generator(device=device).manual_seed(m * n + k)
+    a = torch.randn(m, k, dtype=torch.bfloat16, device=device, generator=generator)
+    weight = torch.randn(n, k, dtype=torch.bfloat16, device=device, generator=generator)
+    b_shuffle = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=device,
+                              generator=generator)
+    b_scale_sh = torch.full(formats.scales_padded_shape(n, k), 127, dtype=torch.uint8,
+                            device=device)
+    return a, weight, b_shuffle, b_scale_sh
+
+
+def host_row(shape, calls, device, stubbed=False) -> dict:
+    """One shape's host µs per call of each HOST_ONLY_COLUMNS entry (None where not timed),
+    each entry called once first (the launcher built and cached)."""
+    from mxfp4_mm.launchers import launcher_for
+    from mxfp4_mm.launchers.gemm import GemmLauncher
+    from mxfp4_mm.launchers.linear import MXFP4Linear
+    from mxfp4_mm.submission import custom_kernel
+
+    m, n, k = shape
+    a, weight, b_shuffle, b_scale_sh = host_inputs(m, n, k, device)
+    layer = MXFP4Linear(b_shuffle, b_scale_sh)
+    data = (a, None, None, b_shuffle, b_scale_sh)
+    entries = {"op": lambda: torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh),
+               "MXFP4Linear": lambda: layer(a), "custom_kernel": lambda: custom_kernel(data)}
+    synchronize = (lambda: None) if stubbed else torch.cuda.synchronize
+    if not stubbed:
+        entries["F.linear"] = lambda: torch.nn.functional.linear(a, weight)
+        launcher = launcher_for(a, n)
+        if isinstance(launcher, GemmLauncher) and launcher.gemm.is_direct:
+            args, _, _ = launcher.gemm_arguments(a, b_shuffle, b_scale_sh)
+            entries["direct"] = lambda: launcher.gemm.direct(*args)
+    us = {key: (host_time_us(entries[key], calls, synchronize) if key in entries else None)
+          for key, _ in HOST_ONLY_COLUMNS}
+    return {"m": m, "n": n, "k": k, "host_us": us}
+
+
+def host_margins(row) -> dict:
+    """{"op-F.linear", "MXFP4Linear-F.linear", "custom_kernel-op": µs, None where either side
+    was not timed}."""
+    us = row["host_us"]
+    return {f"{left}-{right}": (us[left] - us[right] if us[left] is not None
+                                and us[right] is not None else None)
+            for left, right in HOST_TARGET_US}
+
+
+def format_host_table(rows) -> str:
+    margins = [f"{left}-{right}" for left, right in HOST_TARGET_US]
+    labels = {"op-F.linear": "op-lin", "MXFP4Linear-F.linear": "layer-lin",
+              "custom_kernel-op": "ck-op"}
+    lines = [" ".join([f"{'M':>5} {'N':>5} {'K':>5}"] + _headers(HOST_ONLY_COLUMNS, 9)
+                      + [f"{labels[key]:>9}" for key in margins])]
+    for row in rows:
+        found = host_margins(row)
+        lines.append(" ".join([f"{row['m']:>5} {row['n']:>5} {row['k']:>5}"]
+                              + _cells(row["host_us"], HOST_ONLY_COLUMNS, 9, 2)
+                              + [_num(found[key], 9, 2) for key in margins]))
+    medians = {key: statistics.median(row["host_us"][key] for row in rows)
+               if all(row["host_us"][key] is not None for row in rows) else None
+               for key, _ in HOST_ONLY_COLUMNS}
+    lines.append(" ".join([f"{'median':<17}"] + _cells(medians, HOST_ONLY_COLUMNS, 9, 2)))
+    return "\n".join(lines)
+
+
+def host_targets_text(rows) -> str:
+    """Per target, on how many shapes it holds (only the targets timed on every shape)."""
+    parts = []
+    for (left, right), bound in HOST_TARGET_US.items():
+        found = [host_margins(row)[f"{left}-{right}"] for row in rows]
+        if rows and None not in found:
+            held = sum(margin <= bound for margin in found)
+            parts.append(f"{left} <= {right} + {bound:g} µs on {held} of {len(rows)} shapes")
+    return "targets: " + ("; ".join(parts) if parts else "none timed here")
+
+
+def run_host_only(shapes, args) -> list:
+    """Each shape's host_row, on the GPU, or with --stub-launches on the CPU."""
+    if args.stub_launches:
+        device, calls = "cpu", args.host_calls
+        print(f"--stub-launches on the CPU: {len(shapes)} shape(s), {calls} calls each",
+              flush=True)
+        with stubbed_launches():
+            return [_host_progress(host_row(shape, calls, device, stubbed=True))
+                    for shape in shapes]
+    from mxfp4_mm import submission  # noqa: F401  (pre-warms every task shape's kernels)
+    calls = args.host_calls
+    print(f"device: {torch.cuda.get_device_name()}; {len(shapes)} shape(s), {calls} calls each",
+          flush=True)
+    return [_host_progress(host_row(shape, calls, "cuda")) for shape in shapes]
+
+
+def _host_progress(row) -> dict:
+    us = ", ".join(f"{label} {_num(row['host_us'][key], 0, 2)}"
+                   for key, label in HOST_ONLY_COLUMNS)
+    print(f"{row['m']}x{row['n']}x{row['k']}: {us} µs", flush=True)
+    return row
+
+
 # ----------------------------------------------------------------------------- a model
 
 def dequantized_linear(layer) -> torch.nn.Linear:
@@ -568,8 +724,19 @@ def build_parser():
     parser.add_argument("--clear-bytes", type=clear_bytes, default=DEFAULT_CLEAR_BYTES,
                         help=f"cache-clear buffer before each timed call "
                              f"(default {DEFAULT_CLEAR_BYTES})")
-    parser.add_argument("--host-calls", type=positive_int, default=DEFAULT_HOST_CALLS,
-                        help=f"calls per host-time figure (default {DEFAULT_HOST_CALLS})")
+    parser.add_argument("--host-calls", type=positive_int,
+                        help=f"calls per host-time figure (default {DEFAULT_HOST_CALLS}, "
+                             f"{STUBBED_HOST_CALLS} with --stub-launches)")
+    parser.add_argument("--host-only", action="store_true",
+                        help="time only the host path: µs per call of F.linear, the op, "
+                             "MXFP4Linear, custom_kernel and the GEMM's direct launch side by "
+                             "side, on --shapes (default: llama-3-8b's layers at each M of --m, "
+                             f"default {','.join(map(str, HOST_ONLY_M))}, and the benchmark "
+                             "shapes)")
+    parser.add_argument("--stub-launches", action="store_true",
+                        help="with --host-only: on the CPU (TRITON_INTERPRET=1), launchers "
+                             "built without proof and every kernel launch a no-op: the "
+                             "Python part of a call alone; needs no GPU")
     parser.add_argument("--json", metavar="FILE", type=output_file,
                         help="write the rows, the geomeans and the run's facts here")
     parser.add_argument("--png", metavar="FILE", type=output_file,
@@ -580,15 +747,25 @@ def build_parser():
                              "of the shapes (needs transformers and safetensors)")
     parser.add_argument("--m", type=parse_m_list, default=DECODE_M,
                         help=f"with --model: the decode batches (default "
-                             f"{','.join(map(str, DECODE_M))})")
+                             f"{','.join(map(str, DECODE_M))}); with --host-only: the M of "
+                             f"each model named in --shapes")
     return parser
 
 
 def check_model_arguments(args):
     """Refuse (UsageError) what does not go with --model, and a folder that is no export."""
+    if args.stub_launches and not args.host_only:
+        raise UsageError("--stub-launches goes with --host-only")
+    if args.host_only and (args.model or args.vendor_gemm or args.png):
+        raise UsageError("--host-only times the host path: --model, --vendor-gemm and --png do "
+                         "not go with it")
+    from mxfp4_mm.launchers import interpreting
+    if args.stub_launches and not interpreting():
+        raise UsageError("--stub-launches runs the launchers' Python on the CPU through "
+                         "Triton's interpreter: set TRITON_INTERPRET=1 before the command")
     if args.model is None:
-        if args.m != DECODE_M:
-            raise UsageError("--m goes with --model")
+        if args.m != DECODE_M and not args.host_only:
+            raise UsageError("--m goes with --model or --host-only")
         return
     if args.shapes != ["benchmarks"] or args.png:
         raise UsageError("--model times a model: --shapes and --png do not go with it")
@@ -598,13 +775,37 @@ def check_model_arguments(args):
                          f"export's folder or one of {', '.join(LLAMA_CONFIGS)})")
 
 
+def host_only_main(args, shapes) -> int:
+    """--host-only: its table and targets (and --json); 2 where it cannot run here."""
+    problem = None if args.stub_launches else gpu_problem()
+    if problem:
+        print(f"tools.bench: {problem}", file=sys.stderr)
+        return 2
+    rows = run_host_only(shapes, args)
+    legend = STUBBED_LEGEND if args.stub_launches else HOST_ONLY_LEGEND
+    print(f"\n{legend}\n{format_host_table(rows)}\n{host_targets_text(rows)}", flush=True)
+    if args.json:
+        device = "cpu (launches stubbed)" if args.stub_launches else torch.cuda.get_device_name()
+        Path(args.json).write_text(json.dumps(dict(device=device, host_calls=args.host_calls,
+                                                   rows=rows), indent=2) + "\n")
+        print(f"wrote {args.json}", flush=True)
+    return 0
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         check_model_arguments(args)
         if args.vendor_gemm and args.shapes is DEFAULT_SHAPES:   # --shapes not given
             args.shapes = vendor_gemm_grid()
-        specs = parse_shapes(args.shapes)
+        if args.host_only:
+            args.shapes = HOST_ONLY_SHAPES if args.shapes is DEFAULT_SHAPES else args.shapes
+            args.m = HOST_ONLY_M if args.m is DECODE_M else args.m
+            specs = parse_model_shapes(args.shapes, args.m)
+        else:
+            specs = parse_shapes(args.shapes)
+        args.host_calls = args.host_calls or (STUBBED_HOST_CALLS if args.stub_launches
+                                              else DEFAULT_HOST_CALLS)
         if args.vendor_gemm and args.png:
             raise UsageError("--png does not apply to --vendor-gemm")
         if args.png:
@@ -612,6 +813,8 @@ def main(argv=None):
         check_fault_variable()
     except UsageError as error:
         return usage_error("tools.bench", error)
+    if args.host_only:
+        return host_only_main(args, specs)
     problem = gpu_problem()
     if problem:
         print(f"tools.bench: {problem}", file=sys.stderr)
