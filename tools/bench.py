@@ -3,7 +3,10 @@
     python -m tools.bench [--shapes benchmarks|tests|all|M,N,K ...] [--calls 100] [--clear-bytes N]
                           [--host-calls 200] [--json FILE] [--png FILE]
     python -m tools.bench --model DIR|llama-3-8b|llama-3-70b [--m 1,2,4,...,256] [--calls 100]
-                          [--json FILE]
+                          [--modes eager,captured,compiled] [--profile] [--json FILE]
+    python -m tools.bench --host-only [--shapes llama-3-8b benchmarks] [--m 1,8,32,64]
+                          [--host-calls 200] [--json FILE]
+    TRITON_INTERPRET=1 python -m tools.bench --host-only --stub-launches [--host-calls 5000]
 
 Per shape (default: the 6 benchmark shapes; the runner's seed of each task shape, as tools.evaluate),
 one set of inputs from reference.generate_input, and in the runner's loop (tools.timing.RunnerLoop:
@@ -39,17 +42,36 @@ threshold: the largest of those. Exit code 1 when the dequant path failed on som
 --model DIR loads an AMD Quark MXFP4 export with launchers.linear.load_quark (needs
 transformers and safetensors); --model llama-3-8b (or llama-3-70b, tools/model_shapes.py)
 builds that Llama with random weights, its decoder layers' linears quantized into MXFP4Linear
-(mxfp4_llama; lm_head stays bf16, as Quark's llama template leaves it); then its bf16 twin (bf16_twin: each MXFP4Linear an nn.Linear
-holding its dequantized weight), then times, per M of --m (default 1 to 256), one decode step
-of each: a forward of M sequences of one new token each (input_ids [M, 1], no KV cache, so the
-linears and the per-token work of the step without attention over a context), in the same
-runner's loop. Prints per M the mean µs of both, their ratio and the relative L2 difference of
-their logits.
+(mxfp4_llama; lm_head stays bf16, as Quark's llama template leaves it); then its bf16 twin
+(bf16_twin: each MXFP4Linear an nn.Linear holding its dequantized weight; embedding, attention
+and lm_head as the model has them), then times, per M of --m (default 1 to 256) and mode of
+--modes, one decode step of each: a forward of M sequences of one new token each (input_ids
+[M, 1], no KV cache, so the linears and the per-token work of the step without attention over a
+context), in the same runner's loop. The modes: eager; captured (a torch.cuda.graph of the
+step, captured after one eager step and replayed); compiled (torch.compile with mode
+"max-autotune-no-cudagraphs"). Prints per mode and M the mean µs of both, their ratio beside
+the target (eager <= 1.05; captured <= 0.5 at M = 1 and <= 0.6 at M = 8), and the relative L2
+difference of the MXFP4 logits from the twin's, from the eager MXFP4 step's and from the model
+emulated exactly (emulating: each MXFP4Linear as the reference's rule in torch, dequantized
+weight and activations quantized by kernels.formats) with the task's element check against
+the latter. --profile adds a torch.profiler summary (device and host time by op) of both steps
+wherever a target is missed or none is set.
+
+--host-only times the host path alone: µs per call (median, back to back, no synchronization)
+of F.linear on the bf16 weight, torch.ops.mxfp4_mm.gemm, MXFP4Linear, custom_kernel and the
+GEMM's direct launch, side by side, on --shapes (default llama-3-8b's layers at each M of --m,
+default 1, 8, 32, 64, and the benchmark shapes), with the margins the targets bound (the op and
+MXFP4Linear within 5 µs of F.linear, custom_kernel within 2 µs of the op). With
+--stub-launches it runs on the CPU under TRITON_INTERPRET=1: launchers built without proof,
+every kernel launch a no-op taken as direct, so the figures are the Python part of a call
+(F.linear and the direct launch are not timed there).
 """
 
+import argparse
 import collections
 import contextlib
 import dataclasses
+import functools
 import json
 import statistics
 import sys
@@ -669,41 +691,204 @@ def decode_step(model, input_ids):
         return model(input_ids=input_ids, use_cache=False).logits
 
 
+class EmulatedMXFP4Linear(torch.nn.Module):
+    """One MXFP4Linear by the reference's rule in torch (launchers.proof.reference_output):
+    bf16(dequant(quantize(x)) @ W^T) in fp32, plus the bias, where W is the layer's dequantized
+    weight, which its bf16 twin's nn.Linear holds exactly (E2M1 times a power of two)."""
+
+    def __init__(self, linear: torch.nn.Linear):
+        super().__init__()
+        self.linear = linear
+
+    def forward(self, x):
+        from mxfp4_mm.kernels import formats
+        rows = x.reshape(-1, x.shape[-1])
+        values = formats.dequantize_mxfp4(*formats.quantize_mxfp4(rows))
+        y = (values @ self.linear.weight.float().T).to(torch.bfloat16)
+        if self.linear.bias is not None:
+            y = y + self.linear.bias
+        return y.view(*x.shape[:-1], y.shape[-1])
+
+
+@contextlib.contextmanager
+def emulating(twin, names):
+    """Inside: `twin` (bf16_twin's) with each linear of `names` an EmulatedMXFP4Linear of it,
+    so that twin is the MXFP4 model emulated exactly; outside, as it was."""
+    swapped = {name: twin.get_submodule(name) for name in names}
+
+    def put(modules):
+        for name, module in modules.items():
+            parent, _, attribute = name.rpartition(".")
+            setattr(twin.get_submodule(parent), attribute, module)
+    put({name: EmulatedMXFP4Linear(linear) for name, linear in swapped.items()})
+    try:
+        yield twin
+    finally:
+        put(swapped)
+
+
+MODEL_MODES = ("eager", "captured", "compiled")
+COMPILE_MODE = "max-autotune-no-cudagraphs"
+# the issue's targets for the MXFP4 step over its bf16 twin's: {mode: {M: ratio}}, "*" any M
+MODEL_TARGETS = {"eager": {"*": 1.05}, "captured": {1: 0.5, 8: 0.6}}
+
+
+MODEL_LEGEND = ("mean µs of one decode step (input_ids [M, 1], no KV cache) in the runner's "
+                "loop, per mode: eager; captured (a torch.cuda.graph of the step, replayed); "
+                f"compiled (torch.compile mode {COMPILE_MODE!r}); ratio: MXFP4 step / bf16 "
+                "twin's, beside its target; relative L2 difference of the MXFP4 logits from the "
+                "bf16 twin's, from the eager MXFP4 step's and from the model emulated exactly "
+                "(dequantized weights, activations quantized by the reference's rule in torch), "
+                "and the task's element check (rtol = atol = 1e-2) against the emulated logits")
+
+
+def parse_modes(text: str) -> tuple:
+    """--modes' value, e.g. "eager,captured" -> ("eager", "captured"), in MODEL_MODES' order."""
+    words = [word for word in text.split(",") if word]
+    unknown = [word for word in words if word not in MODEL_MODES]
+    if unknown or not words:
+        raise argparse.ArgumentTypeError(f"expected some of {','.join(MODEL_MODES)}, got "
+                                         f"{text!r}")
+    return tuple(mode for mode in MODEL_MODES if mode in words)
+
+
+def model_target(mode: str, m: int):
+    targets = MODEL_TARGETS.get(mode, {})
+    return targets.get(m, targets.get("*"))
+
+
+def captured_step(model, input_ids):
+    """A call that replays a CUDA graph of decode_step(model, input_ids) and returns the logits
+    it writes (input_ids read where they are); the step runs eagerly once first, so that every
+    launcher is built and proven before the capture."""
+    decode_step(model, input_ids)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        logits = decode_step(model, input_ids)
+
+    def replay():
+        graph.replay()
+        return logits
+    return replay
+
+
+def mode_steps(mode, models, input_ids):
+    """{name: a call of one decode step of models[name], in `mode` (MODEL_MODES)}; the compiled
+    models are models' own entries "compiled NAME", made once by the caller."""
+    if mode == "eager":
+        return {name: functools.partial(decode_step, model, input_ids)
+                for name, model in models.items() if not name.startswith("compiled")}
+    if mode == "captured":
+        return {name: captured_step(model, input_ids) for name, model in models.items()
+                if not name.startswith("compiled")}
+    return {name: functools.partial(decode_step, models[f"compiled {name}"], input_ids)
+            for name in ("mxfp4", "bf16")}
+
+
+def relative_l2(got, want) -> float:
+    got, want = got.float(), want.float()
+    return ((got - want).norm() / want.norm()).item()
+
+
+def profile_summary(step, rows: int = 12) -> str:
+    """torch.profiler's table of a few calls of `step`: the ops that take the most device time
+    and the most host time, each with its count."""
+    from torch.profiler import ProfilerActivity, profile
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+        for _ in range(PROFILED_STEPS):
+            step()
+        torch.cuda.synchronize()
+    events = profiler.key_averages()
+    return "\n".join([f"{PROFILED_STEPS} steps, by device time:",
+                      events.table(sort_by="self_cuda_time_total", row_limit=rows),
+                      f"{PROFILED_STEPS} steps, by host time:",
+                      events.table(sort_by="self_cpu_time_total", row_limit=rows)])
+
+
+PROFILED_STEPS = 5
+
+
+def model_row(mode, m, steps, time_us, eager_logits) -> dict:
+    """One (mode, M): both steps' mean µs, their ratio beside the target, and how far the MXFP4
+    logits lie from the twin's, from the eager MXFP4 step's and (eager_logits["emulated"]) from
+    the emulated model's."""
+    from mxfp4_mm.launchers.proof import compare
+    logits = {name: step().float() for name, step in steps.items()}
+    torch.cuda.synchronize()
+    row = {"mode": mode, "m": m, "target": model_target(mode, m)}
+    row.update({f"{name}_us": time_us(step) for name, step in steps.items()})
+    row["ratio"] = row["mxfp4_us"] / row["bf16_us"]
+    row["met"] = None if row["target"] is None else row["ratio"] <= row["target"]
+    row["rel_bf16"] = relative_l2(logits["mxfp4"], logits["bf16"])
+    row["rel_eager"] = relative_l2(logits["mxfp4"], eager_logits["mxfp4"])
+    row["rel_emulated"] = relative_l2(logits["mxfp4"], eager_logits["emulated"])
+    row["emulated_ok"], row["emulated_check"] = compare(logits["mxfp4"], eager_logits["emulated"])
+    return row
+
+
 def format_model_table(rows) -> str:
-    lines = [f"{'M':>5} {'mxfp4 µs':>10} {'bf16 µs':>10} {'mxfp4/bf16':>10} {'logits rel':>10}"]
+    lines = [f"{'mode':<9} {'M':>4} {'mxfp4 µs':>10} {'bf16 µs':>10} {'ratio':>6} {'target':>6} "
+             f"{'rel bf16':>9} {'rel eager':>9} {'rel emul':>9} emulated check"]
     for row in rows:
-        lines.append(f"{row['m']:>5} {row['mxfp4_us']:>10.1f} {row['bf16_us']:>10.1f} "
-                     f"{row['mxfp4_us'] / row['bf16_us']:>10.2f} {row['logits_rel']:>10.4f}")
+        if "error" in row:
+            lines.append(f"{row['mode']:<9} {row['m']:>4} failed: {row['error']}")
+            continue
+        met = "" if row["met"] is None else (" ok" if row["met"] else " MISS")
+        lines.append(f"{row['mode']:<9} {row['m']:>4} {row['mxfp4_us']:>10.1f} "
+                     f"{row['bf16_us']:>10.1f} {row['ratio']:>6.2f} "
+                     f"{_num(row['target'], 6, 2)}{met:<5} {row['rel_bf16']:>9.4f} "
+                     f"{row['rel_eager']:>9.4f} {row['rel_emulated']:>9.4f} "
+                     f"{'within tolerance' if row['emulated_ok'] else row['emulated_check'][:80]}")
     return "\n".join(lines)
 
 
 def run_model(args):
-    """Load the model and its twin on the GPU, then time a decode step of both per M."""
+    """Load the model and its twin on the GPU; per mode of --modes and M of --m, time a decode
+    step of both and compare their logits (and the emulated model's)."""
     from mxfp4_mm.launchers.linear import MXFP4Linear
     device = torch.cuda.get_device_name()
     start = time.perf_counter()
     model = load_model(args.model, "cuda")
     twin = bf16_twin(model)
-    layers = sum(isinstance(module, MXFP4Linear) for module in model.modules())
-    print(f"device: {device}; {args.model}: {type(model).__name__}, {layers} MXFP4Linear layers, "
-          f"loaded with its bf16 twin in {time.perf_counter() - start:.1f} s; {args.calls} timed "
-          f"calls each", flush=True)
+    names = [name for name, module in model.named_modules() if isinstance(module, MXFP4Linear)]
+    print(f"device: {device}; {args.model}: {type(model).__name__}, {len(names)} MXFP4Linear "
+          f"layers, loaded with its bf16 twin in {time.perf_counter() - start:.1f} s; modes "
+          f"{', '.join(args.modes)}; {args.calls} timed calls each", flush=True)
     loop = RunnerLoop(args.clear_bytes)
+    models = {"mxfp4": model, "bf16": twin}
+    if "compiled" in args.modes:
+        models.update({f"compiled {name}": torch.compile(models[name], mode=COMPILE_MODE,
+                                                         dynamic=False)
+                       for name in ("mxfp4", "bf16")})
     generator = torch.Generator(device="cuda").manual_seed(0)
-    rows = []
+    rows, profiles = [], {}
     for m in args.m:
         input_ids = torch.randint(0, model.config.vocab_size, (m, 1), device="cuda",
                                   generator=generator)
-        mxfp4, bf16 = decode_step(model, input_ids).float(), decode_step(twin, input_ids).float()
-        rows.append({"m": m, "mxfp4_us": time_variant(loop, lambda: decode_step(model, input_ids),
-                                                      args.calls)["mean_us"],
-                     "bf16_us": time_variant(loop, lambda: decode_step(twin, input_ids),
-                                             args.calls)["mean_us"],
-                     "logits_rel": ((mxfp4 - bf16).norm() / bf16.norm()).item()})
-        print(f"M={m}: mxfp4 {rows[-1]['mxfp4_us']:.1f} µs, bf16 {rows[-1]['bf16_us']:.1f} µs",
-              flush=True)
-    return rows, {"device": device, "model": str(args.model), "calls": args.calls,
-                  "mxfp4_layers": layers}
+        eager_logits = {"mxfp4": decode_step(model, input_ids)}
+        with emulating(twin, names):
+            eager_logits["emulated"] = decode_step(twin, input_ids)
+        for mode in args.modes:
+            begin = time.perf_counter()
+            try:
+                steps = mode_steps(mode, models, input_ids)
+                rows.append(model_row(mode, m, steps, lambda step: time_variant(
+                    loop, step, args.calls)["mean_us"], eager_logits))
+            except Exception as error:      # reported in its row; the other modes still run
+                rows.append({"mode": mode, "m": m,
+                             "error": " ".join(f"{type(error).__name__}: {error}".split())[:300]})
+            print(f"{mode} M={m} ({time.perf_counter() - begin:.0f} s): "
+                  f"{format_model_table(rows[-1:]).splitlines()[1]}", flush=True)
+            if args.profile and "error" not in rows[-1] and rows[-1]["met"] is not True:
+                profiles[f"{mode} M={m}"] = {name: profile_summary(step)
+                                             for name, step in steps.items()}
+            steps = None
+        torch.cuda.empty_cache()
+    return rows, profiles, {"device": device, "model": str(args.model), "calls": args.calls,
+                            "mxfp4_layers": len(names), "modes": list(args.modes)}
 
 
 # ----------------------------------------------------------------------------- command line
@@ -749,6 +934,12 @@ def build_parser():
                         help=f"with --model: the decode batches (default "
                              f"{','.join(map(str, DECODE_M))}); with --host-only: the M of "
                              f"each model named in --shapes")
+    parser.add_argument("--modes", type=parse_modes, default=MODEL_MODES,
+                        help=f"with --model: the modes to time the step in, some of "
+                             f"{','.join(MODEL_MODES)} (default all)")
+    parser.add_argument("--profile", action="store_true",
+                        help="with --model: a torch.profiler summary of both steps (device "
+                             "and host time by op) wherever a target is missed or none is set")
     return parser
 
 
@@ -766,6 +957,8 @@ def check_model_arguments(args):
     if args.model is None:
         if args.m != DECODE_M and not args.host_only:
             raise UsageError("--m goes with --model or --host-only")
+        if args.modes != MODEL_MODES or args.profile:
+            raise UsageError("--modes and --profile go with --model")
         return
     if args.shapes != ["benchmarks"] or args.png:
         raise UsageError("--model times a model: --shapes and --png do not go with it")
@@ -820,12 +1013,14 @@ def main(argv=None):
         print(f"tools.bench: {problem}", file=sys.stderr)
         return 2
     if args.model:
-        rows, facts = run_model(args)
-        print(f"\nmean µs of one decode step (input_ids [M, 1], no KV cache) in the runner's "
-              f"loop; logits rel: relative L2 difference of the two models' logits\n"
-              f"{format_model_table(rows)}", flush=True)
+        rows, profiles, facts = run_model(args)
+        for where, summaries in profiles.items():
+            for name, text in summaries.items():
+                print(f"\ntorch.profiler, {name} step, {where} (its target missed):\n{text}")
+        print(f"\n{MODEL_LEGEND}\n{format_model_table(rows)}", flush=True)
         if args.json:
-            Path(args.json).write_text(json.dumps(dict(facts, rows=rows), indent=2) + "\n")
+            Path(args.json).write_text(json.dumps(dict(facts, rows=rows, profiles=profiles),
+                                                  indent=2) + "\n")
             print(f"wrote {args.json}", flush=True)
         return 0
 
