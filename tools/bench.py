@@ -896,7 +896,9 @@ def run_model(args):
 def build_parser():
     parser = ArgumentParser("tools.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES, metavar="SHAPES",
-                        help=f"{SHAPES_HELP}; default benchmarks (with --vendor-gemm: each M "
+                        help=f"{SHAPES_HELP}; with --host-only also N,K and model names "
+                             f"(tools/model_shapes.py), each at every M of --m; default "
+                             f"benchmarks (with --vendor-gemm: each M "
                              f"of {','.join(map(str, VENDOR_GEMM_M))} with each N,K of "
                              f"{' '.join(f'{n},{k}' for n, k in VENDOR_GEMM_NK)})")
     parser.add_argument("--vendor-gemm", action="store_true",
