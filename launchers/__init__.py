@@ -25,7 +25,8 @@ named once on stderr as it first did (launchers.configs.note_untuned).
 does the torch op `torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh) -> c`, registered here with
 a fake implementation (shapes only), so that torch.compile traces it and CUDA/HIP graphs
 capture it. The op is defined through torch.library.Library (schema, one implementation for
-every device, the fake), whose dispatch costs about a fifth of torch.library.custom_op's.
+every device, an autograd kernel whose output's backward raises, the fake), whose dispatch
+costs less than half of torch.library.custom_op's.
 
 A call's checks (launchers.inputs.gemm_problem) read nothing but each tensor's shape, strides,
 dtype and device, and so does the choice of launcher. A call whose signature (those twelve
@@ -122,7 +123,7 @@ def _launcher_key(device, m: int, n: int, k: int, a_strides: tuple) -> tuple:
     _launchers[key] = _proven_launcher(arch, backend, torch.device(device), m, n, k, a_strides)
     if len(_launchers) > LAUNCHER_CACHE_CAPACITY:
         evicted, _ = _launchers.popitem(last=False)
-        for signature in [s for s, held in _checked_signatures.items() if held == evicted]:
+        for signature in [s for s, held in list(_checked_signatures.items()) if held == evicted]:
             del _checked_signatures[signature]
     return key
 
@@ -186,6 +187,37 @@ def _output_like(a, b_shuffle, b_scale_sh):
     return a.new_empty((a.shape[0], b_shuffle.shape[0]), dtype=torch.bfloat16)
 
 
+class _WithoutBackward(torch.autograd.Function):
+    """The op's output where A requires grad: it has a grad_fn, whose backward raises (the
+    GEMM has none)."""
+
+    @staticmethod
+    def forward(ctx, keyset, a, b_shuffle, b_scale_sh):
+        return _op.redispatch(keyset & _AFTER_AUTOGRAD, a, b_shuffle, b_scale_sh)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError(f"{OP_NAMESPACE}::{OP_NAME}: no autograd formula was registered "
+                           f"(the MXFP4 GEMM has no backward)")
+
+
+def _autograd(keyset, a, b_shuffle, b_scale_sh):
+    """The op's autograd kernel: the GEMM, with a grad_fn that refuses backward where A needs
+    one (B_shuffle and B_scale_sh are integer codes, which never require grad). Where nothing
+    but a device's own kernel lies below (no fake or subclass tensor, no dispatch mode), it
+    calls mxfp4_gemm itself: the redispatch costs about 2 µs."""
+    if a.requires_grad and torch.is_grad_enabled():
+        return _WithoutBackward.apply(keyset, a, b_shuffle, b_scale_sh)
+    device_kernel_next = _device_kernel_next.get(keyset.raw_repr())
+    if device_kernel_next is None:
+        below = (keyset & _AFTER_AUTOGRAD).remove(_IN_PLACE_OR_VIEW)
+        device_kernel_next = below.highestPriorityTypeId() in _DEVICE_KEYS
+        _device_kernel_next[keyset.raw_repr()] = device_kernel_next
+    if device_kernel_next:
+        return mxfp4_gemm(a, b_shuffle, b_scale_sh)
+    return _op.redispatch(keyset & _AFTER_AUTOGRAD, a, b_shuffle, b_scale_sh)
+
+
 def _register_op():
     """torch.ops.mxfp4_mm.gemm, once per process (a second import of this code keeps it)."""
     global _library
@@ -195,10 +227,18 @@ def _register_op():
     _library.define(f"{OP_NAME}(Tensor a, Tensor b_shuffle, Tensor b_scale_sh) -> Tensor",
                     tags=(torch.Tag.pt2_compliant_tag,))
     _library.impl(OP_NAME, mxfp4_gemm, "CompositeExplicitAutograd")
+    _library.impl(OP_NAME, _autograd, "Autograd", with_keyset=True)
     torch.library.register_fake(f"{OP_NAMESPACE}::{OP_NAME}", _output_like, lib=_library)
 
 
 _register_op()
+_op = getattr(getattr(torch.ops, OP_NAMESPACE), OP_NAME).default
+_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
+_IN_PLACE_OR_VIEW = torch._C.DispatchKey.ADInplaceOrView     # a pass-through for this op
+_DEVICE_KEYS = (torch._C.DispatchKey.CPU, torch._C.DispatchKey.CUDA)    # CUDA: HIP's too
+# a dispatch key set seen by _autograd (its raw bits) -> whether a device's own kernel comes
+# next below autograd; a few sets in a process
+_device_kernel_next = {}
 
 
 def cached_launcher_count() -> int:
