@@ -284,7 +284,8 @@ def test_the_quark_model_is_within_tolerance_of_its_exact_emulation():
 def test_the_model_targets_and_modes():
     assert bench.model_target("eager", 64) == 1.05
     assert (bench.model_target("captured", 1), bench.model_target("captured", 8)) == (0.5, 0.6)
+    assert bench.model_target("reduce-overhead", 8) == 0.6
     assert bench.model_target("captured", 32) is None and bench.model_target("compiled", 1) is None
     assert bench.parse_modes("compiled,eager") == ("eager", "compiled")
-    with pytest.raises(Exception, match="expected some of eager,captured,compiled"):
+    with pytest.raises(Exception, match="expected some of eager,captured,reduce-overhead,"):
         bench.parse_modes("eager,graphs")

@@ -3,7 +3,8 @@
     python -m tools.bench [--shapes benchmarks|tests|all|M,N,K ...] [--calls 100] [--clear-bytes N]
                           [--host-calls 200] [--json FILE] [--png FILE]
     python -m tools.bench --model DIR|llama-3-8b|llama-3-70b [--m 1,2,4,...,256] [--calls 100]
-                          [--modes eager,captured,compiled] [--profile] [--json FILE]
+                          [--modes eager,captured,reduce-overhead,compiled] [--profile]
+                          [--json FILE]
     python -m tools.bench --host-only [--shapes llama-3-8b benchmarks] [--m 1,8,32,64]
                           [--host-calls 200] [--json FILE]
     TRITON_INTERPRET=1 python -m tools.bench --host-only --stub-launches [--host-calls 5000]
@@ -48,14 +49,16 @@ and lm_head as the model has them), then times, per M of --m (default 1 to 256) 
 --modes, one decode step of each: a forward of M sequences of one new token each (input_ids
 [M, 1], no KV cache, so the linears and the per-token work of the step without attention over a
 context), in the same runner's loop. The modes: eager; captured (a torch.cuda.graph of the
-step, captured after one eager step and replayed); compiled (torch.compile with mode
-"max-autotune-no-cudagraphs"). Prints per mode and M the mean µs of both, their ratio beside
-the target (eager <= 1.05; captured <= 0.5 at M = 1 and <= 0.6 at M = 8), and the relative L2
-difference of the MXFP4 logits from the twin's, from the eager MXFP4 step's and from the model
-emulated exactly (emulating: each MXFP4Linear as the reference's rule in torch, dequantized
-weight and activations quantized by kernels.formats) with the task's element check against
-the latter. --profile adds a torch.profiler summary (device and host time by op) of both steps
-wherever a target is missed or none is set.
+step, captured after one eager step and replayed); compiled (torch.compile with mode "max-
+autotune-no-cudagraphs"); and, when asked for, reduce-overhead (torch.compile with mode
+"reduce-overhead": CUDA graphs through torch.compile, the captured mode's alternative). Prints
+per mode and M the mean µs of both, their ratio beside the target (eager <= 1.05; captured and
+reduce-overhead <= 0.5 at M = 1 and <= 0.6 at M = 8), and the relative L2 difference of the
+MXFP4 logits from the twin's, from the eager MXFP4 step's and from the model emulated exactly
+(emulating: each MXFP4Linear as the reference's rule in torch, dequantized weight and
+activations quantized by kernels.formats) with the task's element check against the latter.
+--profile adds a torch.profiler summary (device and host time by op) of both steps wherever a
+target is missed or none is set.
 
 --host-only times the host path alone: µs per call (median, back to back, no synchronization)
 of F.linear on the bf16 weight, torch.ops.mxfp4_mm.gemm, MXFP4Linear, custom_kernel and the
@@ -727,15 +730,20 @@ def emulating(twin, names):
         put(swapped)
 
 
-MODEL_MODES = ("eager", "captured", "compiled")
-COMPILE_MODE = "max-autotune-no-cudagraphs"
-# the issue's targets for the MXFP4 step over its bf16 twin's: {mode: {M: ratio}}, "*" any M
-MODEL_TARGETS = {"eager": {"*": 1.05}, "captured": {1: 0.5, 8: 0.6}}
+# the modes a step is timed in, and the torch.compile mode of those that compile the model
+MODEL_MODES = ("eager", "captured", "reduce-overhead", "compiled")
+DEFAULT_MODEL_MODES = ("eager", "captured", "compiled")
+COMPILE_MODES = {"reduce-overhead": "reduce-overhead", "compiled": "max-autotune-no-cudagraphs"}
+# the targets for the MXFP4 step over its bf16 twin's: {mode: {M: ratio}}, "*" any M
+MODEL_TARGETS = {"eager": {"*": 1.05}, "captured": {1: 0.5, 8: 0.6},
+                 "reduce-overhead": {1: 0.5, 8: 0.6}}
 
 
 MODEL_LEGEND = ("mean µs of one decode step (input_ids [M, 1], no KV cache) in the runner's "
                 "loop, per mode: eager; captured (a torch.cuda.graph of the step, replayed); "
-                f"compiled (torch.compile mode {COMPILE_MODE!r}); ratio: MXFP4 step / bf16 "
+                "reduce-overhead (torch.compile mode 'reduce-overhead', when asked for); "
+                f"compiled (torch.compile mode {COMPILE_MODES['compiled']!r}); ratio: MXFP4 "
+                "step / bf16 "
                 "twin's, beside its target; relative L2 difference of the MXFP4 logits from the "
                 "bf16 twin's, from the eager MXFP4 step's and from the model emulated exactly "
                 "(dequantized weights, activations quantized by the reference's rule in torch), "
@@ -774,15 +782,13 @@ def captured_step(model, input_ids):
 
 
 def mode_steps(mode, models, input_ids):
-    """{name: a call of one decode step of models[name], in `mode` (MODEL_MODES)}; the compiled
-    models are models' own entries "compiled NAME", made once by the caller."""
-    if mode == "eager":
-        return {name: functools.partial(decode_step, model, input_ids)
-                for name, model in models.items() if not name.startswith("compiled")}
+    """{"mxfp4", "bf16": a call of one decode step of that model in `mode` (MODEL_MODES)};
+    models holds each model as "mxfp4" and "bf16", and, compiled once by the caller for a mode
+    of COMPILE_MODES, as "MODE mxfp4" and "MODE bf16"."""
     if mode == "captured":
-        return {name: captured_step(model, input_ids) for name, model in models.items()
-                if not name.startswith("compiled")}
-    return {name: functools.partial(decode_step, models[f"compiled {name}"], input_ids)
+        return {name: captured_step(models[name], input_ids) for name in ("mxfp4", "bf16")}
+    prefix = f"{mode} " if mode in COMPILE_MODES else ""
+    return {name: functools.partial(decode_step, models[prefix + name], input_ids)
             for name in ("mxfp4", "bf16")}
 
 
@@ -859,9 +865,9 @@ def run_model(args):
           f"{', '.join(args.modes)}; {args.calls} timed calls each", flush=True)
     loop = RunnerLoop(args.clear_bytes)
     models = {"mxfp4": model, "bf16": twin}
-    if "compiled" in args.modes:
-        models.update({f"compiled {name}": torch.compile(models[name], mode=COMPILE_MODE,
-                                                         dynamic=False)
+    for mode in set(args.modes) & set(COMPILE_MODES):
+        models.update({f"{mode} {name}": torch.compile(models[name], mode=COMPILE_MODES[mode],
+                                                       dynamic=False)
                        for name in ("mxfp4", "bf16")})
     generator = torch.Generator(device="cuda").manual_seed(0)
     rows, profiles = [], {}
@@ -936,9 +942,10 @@ def build_parser():
                         help=f"with --model: the decode batches (default "
                              f"{','.join(map(str, DECODE_M))}); with --host-only: the M of "
                              f"each model named in --shapes")
-    parser.add_argument("--modes", type=parse_modes, default=MODEL_MODES,
+    parser.add_argument("--modes", type=parse_modes, default=DEFAULT_MODEL_MODES,
                         help=f"with --model: the modes to time the step in, some of "
-                             f"{','.join(MODEL_MODES)} (default all)")
+                             f"{','.join(MODEL_MODES)} (default "
+                             f"{','.join(DEFAULT_MODEL_MODES)})")
     parser.add_argument("--profile", action="store_true",
                         help="with --model: a torch.profiler summary of both steps (device "
                              "and host time by op) wherever a target is missed or none is set")
@@ -959,7 +966,7 @@ def check_model_arguments(args):
     if args.model is None:
         if args.m != DECODE_M and not args.host_only:
             raise UsageError("--m goes with --model or --host-only")
-        if args.modes != MODEL_MODES or args.profile:
+        if args.modes != DEFAULT_MODEL_MODES or args.profile:
             raise UsageError("--modes and --profile go with --model")
         return
     if args.shapes != ["benchmarks"] or args.png:
