@@ -46,11 +46,11 @@ builds that Llama with random weights, its decoder layers' linears quantized int
 (mxfp4_llama; lm_head stays bf16, as Quark's llama template leaves it); then its bf16 twin
 (bf16_twin: each MXFP4Linear an nn.Linear holding its dequantized weight; embedding, attention
 and lm_head as the model has them), then times, per M of --m (default 1 to 256) and mode of
---modes, one decode step of each: a forward of M sequences of one new token each (input_ids
-[M, 1], no KV cache, so the linears and the per-token work of the step without attention over a
+--modes, one decode step of each: a forward of M sequences of one new token each (input_ids [M,
+1], no KV cache, so the linears and the per-token work of the step without attention over a
 context), in the same runner's loop. The modes: eager; captured (a torch.cuda.graph of the
-step, captured after one eager step and replayed); compiled (torch.compile with mode "max-
-autotune-no-cudagraphs"); and, when asked for, reduce-overhead (torch.compile with mode
+step, captured after one eager step and replayed); compiled (torch.compile with mode
+"max-autotune-no-cudagraphs"); and, when asked for, reduce-overhead (torch.compile with mode
 "reduce-overhead": CUDA graphs through torch.compile, the captured mode's alternative). Prints
 per mode and M the mean µs of both, their ratio beside the target (eager <= 1.05; captured and
 reduce-overhead <= 0.5 at M = 1 and <= 0.6 at M = 8), and the relative L2 difference of the
