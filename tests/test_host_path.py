@@ -289,3 +289,30 @@ def test_the_model_targets_and_modes():
     assert bench.parse_modes("compiled,eager") == ("eager", "compiled")
     with pytest.raises(Exception, match="expected some of eager,captured,reduce-overhead,"):
         bench.parse_modes("eager,graphs")
+
+
+@pytest.mark.interpreter
+@NEEDS_TRANSFORMERS
+def test_a_model_row_compares_the_step_with_the_twin_the_eager_step_and_the_emulation(
+        monkeypatch):
+    """tools.bench's row of one mode and M, on the CPU (no device to synchronize, a fixed
+    time per step): the eager MXFP4 step is its own eager reference, within tolerance of the
+    emulated model."""
+    from mxfp4_mm.launchers.linear import load_quark
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    model = load_quark(QUARK_EXPORT)
+    twin = bench.bf16_twin(model)
+    names = [name for name, module in model.named_modules() if isinstance(module, MXFP4Linear)]
+    input_ids = torch.tensor([[3], [5]])
+    eager_logits = {"mxfp4": bench.decode_step(model, input_ids)}
+    with bench.emulating(twin, names):
+        eager_logits["emulated"] = bench.decode_step(twin, input_ids)
+    steps = bench.mode_steps("eager", {"mxfp4": model, "bf16": twin}, input_ids)
+    times = iter([30.0, 20.0])
+    row = bench.model_row("eager", 2, steps, lambda step: next(times), eager_logits)
+    assert (row["mxfp4_us"], row["bf16_us"], row["ratio"]) == (30.0, 20.0, 1.5)
+    assert row["target"] == 1.05 and row["met"] is False
+    assert row["rel_eager"] == 0.0 and row["emulated_ok"], row["emulated_check"]
+    assert 0 < row["rel_emulated"] < row["rel_bf16"]
+    table = bench.format_model_table([row, {"mode": "captured", "m": 2, "error": "X: y"}])
+    assert "MISS" in table and "within tolerance" in table and "failed: X: y" in table
