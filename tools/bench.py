@@ -809,7 +809,7 @@ def profile_summary(step, rows: int = 12) -> str:
         torch.cuda.synchronize()
     events = profiler.key_averages()
     return "\n".join([f"{PROFILED_STEPS} steps, by device time:",
-                      events.table(sort_by="self_cuda_time_total", row_limit=rows),
+                      events.table(sort_by="self_device_time_total", row_limit=rows),
                       f"{PROFILED_STEPS} steps, by host time:",
                       events.table(sort_by="self_cpu_time_total", row_limit=rows)])
 
