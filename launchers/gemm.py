@@ -263,7 +263,7 @@ class GemmLauncher:
         direct = direct and self.gemm.is_direct and aligned(a, b_shuffle, b_scale_sh)
         if direct:
             gemm_args, partials, out = self._gemm_arguments(a, b_shuffle, b_scale_sh, a_scales)
-            self.gemm.direct(*gemm_args)
+            self.gemm(*gemm_args)
         else:
             gemm_args, partials, out = self.gemm_arguments(a, b_shuffle, b_scale_sh, a_scales)
             self.gemm.standard(*gemm_args)
