@@ -58,7 +58,10 @@ def backend_options(backend: str, *, num_warps, num_stages, waves_per_eu, matrix
 
 
 def aligned(*tensors) -> bool:
-    return all(t.data_ptr() % _ALIGNMENT == 0 for t in tensors)
+    address_bits = 0
+    for tensor in tensors:
+        address_bits |= tensor.data_ptr()
+    return address_bits % _ALIGNMENT == 0
 
 
 def _kernel_name(kernel) -> str:

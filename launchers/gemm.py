@@ -239,7 +239,9 @@ class GemmLauncher:
         """(the GEMM kernel's arguments in signature order, its partials, the new output C);
         an in-kernel reduce counts on the next counter row (C stands in for what the kernel
         does not read, so that every call has the dtypes it was compiled for)."""
-        b, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
+        return self._gemm_arguments(a, weight_view(b_shuffle), scales_view(b_scale_sh), a_scales)
+
+    def _gemm_arguments(self, a, b, b_scales, a_scales) -> tuple:
         out = _output(self.m, self.n, self.device)
         partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
         counters = out
@@ -250,16 +252,21 @@ class GemmLauncher:
         return gemm_args, partials, out
 
     def __call__(self, a, b_shuffle, b_scale_sh, a_scales=None, direct=True):
-        """direct=False takes the standard launch even where the bypass is available."""
+        """direct=False takes the standard launch even where the bypass is available. A direct
+        launch reads only each tensor's address, so it takes B_shuffle and B_scale_sh as they
+        come; the standard launch takes the kernel's uint8 views of them (gemm_arguments)."""
         if self.quantize is not None:
             codes, a_scales = quantized_outputs(self.m, self.k, self.device)
             quantize_args = (a, codes, a_scales) + self._quantize_constants
             (self.quantize if direct and aligned(a) else self.quantize.standard)(*quantize_args)
             a = codes
-        gemm_args, partials, out = self.gemm_arguments(a, b_shuffle, b_scale_sh, a_scales)
-        a, _, b, b_scales = gemm_args[:4]
-        direct = direct and aligned(a, b, b_scales)
-        (self.gemm if direct else self.gemm.standard)(*gemm_args)
+        direct = direct and self.gemm.is_direct and aligned(a, b_shuffle, b_scale_sh)
+        if direct:
+            gemm_args, partials, out = self._gemm_arguments(a, b_shuffle, b_scale_sh, a_scales)
+            self.gemm(*gemm_args)
+        else:
+            gemm_args, partials, out = self.gemm_arguments(a, b_shuffle, b_scale_sh, a_scales)
+            self.gemm.standard(*gemm_args)
         if self.reduce is not None:
             reduce_args = (partials, out) + self._reduce_constants
             (self.reduce if direct else self.reduce.standard)(*reduce_args)

@@ -37,6 +37,7 @@ def test_a_second_copy_of_the_code_keeps_the_op(device, monkeypatch):
     def second_definition(*args, **kwargs):
         raise RuntimeError("mxfp4_mm::gemm defined twice")
 
+    monkeypatch.setattr(torch.library, "Library", second_definition)
     monkeypatch.setattr(torch.library, "custom_op", second_definition)
     spec = importlib.util.spec_from_file_location("launchers_again", launchers.__file__)
     spec.loader.exec_module(importlib.util.module_from_spec(spec))

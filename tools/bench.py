@@ -3,7 +3,11 @@
     python -m tools.bench [--shapes benchmarks|tests|all|M,N,K ...] [--calls 100] [--clear-bytes N]
                           [--host-calls 200] [--json FILE] [--png FILE]
     python -m tools.bench --model DIR|llama-3-8b|llama-3-70b [--m 1,2,4,...,256] [--calls 100]
+                          [--modes eager,captured,reduce-overhead,compiled] [--profile]
                           [--json FILE]
+    python -m tools.bench --host-only [--shapes llama-3-8b benchmarks] [--m 1,8,32,64]
+                          [--host-calls 200] [--json FILE]
+    TRITON_INTERPRET=1 python -m tools.bench --host-only --stub-launches [--host-calls 5000]
 
 Per shape (default: the 6 benchmark shapes; the runner's seed of each task shape, as tools.evaluate),
 one set of inputs from reference.generate_input, and in the runner's loop (tools.timing.RunnerLoop:
@@ -45,16 +49,40 @@ threshold: the largest of those. Exit code 1 when the dequant path failed on som
 --model DIR loads an AMD Quark MXFP4 export with launchers.linear.load_quark (needs
 transformers and safetensors); --model llama-3-8b (or llama-3-70b, tools/model_shapes.py)
 builds that Llama with random weights, its decoder layers' linears quantized into MXFP4Linear
-(mxfp4_llama; lm_head stays bf16, as Quark's llama template leaves it); then its bf16 twin (bf16_twin: each MXFP4Linear an nn.Linear
-holding its dequantized weight), then times, per M of --m (default 1 to 256), one decode step
-of each: a forward of M sequences of one new token each (input_ids [M, 1], no KV cache, so the
-linears and the per-token work of the step without attention over a context), in the same
-runner's loop. Prints per M the mean µs of both, their ratio and the relative L2 difference of
-their logits.
+(mxfp4_llama; lm_head stays bf16, as Quark's llama template leaves it); then its bf16 twin
+(bf16_twin: each MXFP4Linear an nn.Linear holding its dequantized weight; embedding, attention
+and lm_head as the model has them), then times, per M of --m (default 1 to 256) and mode of
+--modes, one decode step of each: a forward of M sequences of one new token each (input_ids [M,
+1], no KV cache, so the linears and the per-token work of the step without attention over a
+context), in the same runner's loop. The modes: eager; captured (a torch.cuda.graph of the
+step, captured after one eager step and replayed); compiled (torch.compile with mode
+"max-autotune-no-cudagraphs"); and, when asked for, reduce-overhead (torch.compile with mode
+"reduce-overhead": CUDA graphs through torch.compile, the captured mode's alternative). Prints
+per mode and M the mean µs of both, their ratio beside the target (eager <= 1.05; captured and
+reduce-overhead <= 0.5 at M = 1 and <= 0.6 at M = 8), and the relative L2 difference of the
+MXFP4 logits from the twin's, from the eager MXFP4 step's and from the model emulated exactly
+(emulating: each MXFP4Linear as the reference's rule in torch, dequantized weight and
+activations quantized by kernels.formats) with the task's element check against the latter.
+--profile adds a torch.profiler summary (device and host time by op) of both steps wherever a
+target is missed or none is set.
+
+--host-only times the host path alone: µs per call (median, back to back, no synchronization)
+of F.linear on the bf16 weight, torch.ops.mxfp4_mm.gemm, MXFP4Linear, custom_kernel and the
+GEMM's direct launch, side by side, on --shapes (default llama-3-8b's layers at each M of --m,
+default 1, 8, 32, 64, and the benchmark shapes), with the margins the targets bound (the op and
+MXFP4Linear within 5 µs of F.linear, custom_kernel within 2 µs of the op). With
+--stub-launches it runs on the CPU under TRITON_INTERPRET=1: launchers built without proof,
+every kernel launch a no-op taken as direct, so the figures are the Python part of a call
+(F.linear and the direct launch are not timed there).
 """
 
+import argparse
+import collections
+import contextlib
 import dataclasses
+import functools
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -63,8 +91,8 @@ import torch
 import triton
 
 from mxfp4_mm.tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_variable,
-                       clear_bytes, output_file, parse_m_list, parse_shapes, positive_int,
-                       usage_error)
+                       clear_bytes, output_file, parse_m_list, parse_model_shapes, parse_shapes,
+                       positive_int, usage_error)
 from mxfp4_mm.tools.evaluate import _num, geomean
 from mxfp4_mm.tools.model_shapes import DECODE_MAX_M
 from mxfp4_mm.tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
@@ -477,6 +505,159 @@ def run_prepared_mode(specs, args) -> int:
     return 1 if any("prepared" in row["errors"] for row in rows) else 0
 
 
+# ----------------------------------------------------------------------------- --host-only
+
+HOST_ONLY_SHAPES = ["llama-3-8b", "benchmarks"]
+HOST_ONLY_M = (1, 8, 32, 64)
+STUBBED_HOST_CALLS = 5000
+# (key, column label): F.linear on the bf16 weight, the op, MXFP4Linear, custom_kernel, the
+# GEMM's direct launch alone
+HOST_ONLY_COLUMNS = (("F.linear", "F.linear"), ("op", "op"), ("MXFP4Linear", "layer"),
+                     ("custom_kernel", "ck"), ("direct", "direct"))
+# the issue's targets: the op and MXFP4Linear within 5 µs of F.linear, custom_kernel within 2
+# µs of the op
+HOST_TARGET_US = {("op", "F.linear"): 5.0, ("MXFP4Linear", "F.linear"): 5.0,
+                  ("custom_kernel", "op"): 2.0}
+HOST_ONLY_LEGEND = ("host µs per call, the median over back-to-back calls without "
+                    "synchronization: F.linear on the bf16 weight, torch.ops.mxfp4_mm.gemm, "
+                    "MXFP4Linear, submission.custom_kernel, and the GEMM's direct launch alone")
+STUBBED_LEGEND = ("the Python part alone, on the CPU: launchers built without proof, every "
+                  "kernel launch a no-op taken as direct (F.linear and the direct launch, which "
+                  "would compute or launch, are not timed); host µs per call, the median over "
+                  "back-to-back calls")
+
+
+def _no_launch(*arguments):
+    """A kernel launch that launches nothing (--stub-launches)."""
+
+
+@contextlib.contextmanager
+def stubbed_launches():
+    """Inside: launchers built without proof (the looked-up config, launchers.paths) in an
+    empty launcher cache of their own, each of their kernel launches a direct one that
+    launches nothing; outside, the cache and KernelLaunch are as they were."""
+    from unittest import mock
+
+    from mxfp4_mm import launchers
+    from mxfp4_mm.launchers.bypass import KernelLaunch
+    from mxfp4_mm.launchers.configs import config_for
+    from mxfp4_mm.launchers.paths import build_launcher
+
+    def unproven(arch, backend, m, n, k, a_strides, device):
+        return build_launcher(config_for(arch, m, n, k), backend, m, n, k, a_strides, device)
+    built = KernelLaunch.__init__
+
+    def stubbed(launch, *arguments, **options):
+        built(launch, *arguments, **options)
+        launch.direct = _no_launch
+    with mock.patch.object(launchers, "proven_launcher", unproven), \
+            mock.patch.object(launchers, "_launchers", collections.OrderedDict()), \
+            mock.patch.object(launchers, "_checked_signatures", {}), \
+            mock.patch.object(KernelLaunch, "__init__", stubbed):
+        yield
+
+
+def host_inputs(m, n, k, device):
+    """(A bf16 [M, K], the bf16 weight [N, K], B_shuffle uint8 [N, K/2], B_scale_sh uint8)
+    of random values (every scale 2^0): host time reads none of them."""
+    from mxfp4_mm.kernels import formats
+    generator = torch.Generator(device=device).manual_seed(m * n + k)
+    a = torch.randn(m, k, dtype=torch.bfloat16, device=device, generator=generator)
+    weight = torch.randn(n, k, dtype=torch.bfloat16, device=device, generator=generator)
+    b_shuffle = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=device,
+                              generator=generator)
+    b_scale_sh = torch.full(formats.scales_padded_shape(n, k), 127, dtype=torch.uint8,
+                            device=device)
+    return a, weight, b_shuffle, b_scale_sh
+
+
+def host_row(shape, calls, device, stubbed=False) -> dict:
+    """One shape's host µs per call of each HOST_ONLY_COLUMNS entry (None where not timed),
+    each entry called once first (the launcher built and cached)."""
+    from mxfp4_mm.launchers import launcher_for
+    from mxfp4_mm.launchers.gemm import GemmLauncher
+    from mxfp4_mm.launchers.linear import MXFP4Linear
+    from mxfp4_mm.submission import custom_kernel
+
+    m, n, k = shape
+    a, weight, b_shuffle, b_scale_sh = host_inputs(m, n, k, device)
+    layer = MXFP4Linear(b_shuffle, b_scale_sh)
+    data = (a, None, None, b_shuffle, b_scale_sh)
+    entries = {"op": lambda: torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh),
+               "MXFP4Linear": lambda: layer(a), "custom_kernel": lambda: custom_kernel(data)}
+    synchronize = (lambda: None) if stubbed else torch.cuda.synchronize
+    if not stubbed:
+        entries["F.linear"] = lambda: torch.nn.functional.linear(a, weight)
+        launcher = launcher_for(a, n)
+        if isinstance(launcher, GemmLauncher) and launcher.gemm.is_direct:
+            args, _, _ = launcher.gemm_arguments(a, b_shuffle, b_scale_sh)
+            entries["direct"] = lambda: launcher.gemm.direct(*args)
+    us = {key: (host_time_us(entries[key], calls, synchronize) if key in entries else None)
+          for key, _ in HOST_ONLY_COLUMNS}
+    return {"m": m, "n": n, "k": k, "host_us": us}
+
+
+def host_margins(row) -> dict:
+    """{"op-F.linear", "MXFP4Linear-F.linear", "custom_kernel-op": µs, None where either side
+    was not timed}."""
+    us = row["host_us"]
+    return {f"{left}-{right}": (us[left] - us[right] if us[left] is not None
+                                and us[right] is not None else None)
+            for left, right in HOST_TARGET_US}
+
+
+def format_host_table(rows) -> str:
+    margins = [f"{left}-{right}" for left, right in HOST_TARGET_US]
+    labels = {"op-F.linear": "op-lin", "MXFP4Linear-F.linear": "layer-lin",
+              "custom_kernel-op": "ck-op"}
+    lines = [" ".join([f"{'M':>5} {'N':>5} {'K':>5}"] + _headers(HOST_ONLY_COLUMNS, 9)
+                      + [f"{labels[key]:>9}" for key in margins])]
+    for row in rows:
+        found = host_margins(row)
+        lines.append(" ".join([f"{row['m']:>5} {row['n']:>5} {row['k']:>5}"]
+                              + _cells(row["host_us"], HOST_ONLY_COLUMNS, 9, 2)
+                              + [_num(found[key], 9, 2) for key in margins]))
+    medians = {key: statistics.median(row["host_us"][key] for row in rows)
+               if all(row["host_us"][key] is not None for row in rows) else None
+               for key, _ in HOST_ONLY_COLUMNS}
+    lines.append(" ".join([f"{'median':<17}"] + _cells(medians, HOST_ONLY_COLUMNS, 9, 2)))
+    return "\n".join(lines)
+
+
+def host_targets_text(rows) -> str:
+    """Per target, on how many shapes it holds (only the targets timed on every shape)."""
+    parts = []
+    for (left, right), bound in HOST_TARGET_US.items():
+        found = [host_margins(row)[f"{left}-{right}"] for row in rows]
+        if rows and None not in found:
+            held = sum(margin <= bound for margin in found)
+            parts.append(f"{left} <= {right} + {bound:g} µs on {held} of {len(rows)} shapes")
+    return "targets: " + ("; ".join(parts) if parts else "none timed here")
+
+
+def run_host_only(shapes, args) -> list:
+    """Each shape's host_row, on the GPU, or with --stub-launches on the CPU."""
+    if args.stub_launches:
+        device, calls = "cpu", args.host_calls
+        print(f"--stub-launches on the CPU: {len(shapes)} shape(s), {calls} calls each",
+              flush=True)
+        with stubbed_launches():
+            return [_host_progress(host_row(shape, calls, device, stubbed=True))
+                    for shape in shapes]
+    from mxfp4_mm import submission  # noqa: F401  (pre-warms every task shape's kernels)
+    calls = args.host_calls
+    print(f"device: {torch.cuda.get_device_name()}; {len(shapes)} shape(s), {calls} calls each",
+          flush=True)
+    return [_host_progress(host_row(shape, calls, "cuda")) for shape in shapes]
+
+
+def _host_progress(row) -> dict:
+    us = ", ".join(f"{label} {_num(row['host_us'][key], 0, 2)}"
+                   for key, label in HOST_ONLY_COLUMNS)
+    print(f"{row['m']}x{row['n']}x{row['k']}: {us} µs", flush=True)
+    return row
+
+
 # ----------------------------------------------------------------------------- a model
 
 def dequantized_linear(layer) -> torch.nn.Linear:
@@ -540,41 +721,207 @@ def decode_step(model, input_ids):
         return model(input_ids=input_ids, use_cache=False).logits
 
 
+class EmulatedMXFP4Linear(torch.nn.Module):
+    """One MXFP4Linear by the reference's rule in torch (launchers.proof.reference_output):
+    bf16(dequant(quantize(x)) @ W^T) in fp32, plus the bias, where W is the layer's dequantized
+    weight, which its bf16 twin's nn.Linear holds exactly (E2M1 times a power of two)."""
+
+    def __init__(self, linear: torch.nn.Linear):
+        super().__init__()
+        self.linear = linear
+
+    def forward(self, x):
+        from mxfp4_mm.kernels import formats
+        rows = x.reshape(-1, x.shape[-1])
+        values = formats.dequantize_mxfp4(*formats.quantize_mxfp4(rows))
+        y = (values @ self.linear.weight.float().T).to(torch.bfloat16)
+        if self.linear.bias is not None:
+            y = y + self.linear.bias
+        return y.view(*x.shape[:-1], y.shape[-1])
+
+
+@contextlib.contextmanager
+def emulating(twin, names):
+    """Inside: `twin` (bf16_twin's) with each linear of `names` an EmulatedMXFP4Linear of it,
+    so that twin is the MXFP4 model emulated exactly; outside, as it was."""
+    swapped = {name: twin.get_submodule(name) for name in names}
+
+    def put(modules):
+        for name, module in modules.items():
+            parent, _, attribute = name.rpartition(".")
+            setattr(twin.get_submodule(parent), attribute, module)
+    put({name: EmulatedMXFP4Linear(linear) for name, linear in swapped.items()})
+    try:
+        yield twin
+    finally:
+        put(swapped)
+
+
+# the modes a step is timed in, and the torch.compile mode of those that compile the model
+MODEL_MODES = ("eager", "captured", "reduce-overhead", "compiled")
+DEFAULT_MODEL_MODES = ("eager", "captured", "compiled")
+COMPILE_MODES = {"reduce-overhead": "reduce-overhead", "compiled": "max-autotune-no-cudagraphs"}
+# the targets for the MXFP4 step over its bf16 twin's: {mode: {M: ratio}}, "*" any M
+MODEL_TARGETS = {"eager": {"*": 1.05}, "captured": {1: 0.5, 8: 0.6},
+                 "reduce-overhead": {1: 0.5, 8: 0.6}}
+
+
+MODEL_LEGEND = ("mean µs of one decode step (input_ids [M, 1], no KV cache) in the runner's "
+                "loop, per mode: eager; captured (a torch.cuda.graph of the step, replayed); "
+                "reduce-overhead (torch.compile mode 'reduce-overhead', when asked for); "
+                f"compiled (torch.compile mode {COMPILE_MODES['compiled']!r}); ratio: MXFP4 "
+                "step / bf16 "
+                "twin's, beside its target; relative L2 difference of the MXFP4 logits from the "
+                "bf16 twin's, from the eager MXFP4 step's and from the model emulated exactly "
+                "(dequantized weights, activations quantized by the reference's rule in torch), "
+                "and the task's element check (rtol = atol = 1e-2) against the emulated logits")
+
+
+def parse_modes(text: str) -> tuple:
+    """--modes' value, e.g. "eager,captured" -> ("eager", "captured"), in MODEL_MODES' order."""
+    words = [word for word in text.split(",") if word]
+    unknown = [word for word in words if word not in MODEL_MODES]
+    if unknown or not words:
+        raise argparse.ArgumentTypeError(f"expected some of {','.join(MODEL_MODES)}, got "
+                                         f"{text!r}")
+    return tuple(mode for mode in MODEL_MODES if mode in words)
+
+
+def model_target(mode: str, m: int):
+    targets = MODEL_TARGETS.get(mode, {})
+    return targets.get(m, targets.get("*"))
+
+
+def captured_step(model, input_ids):
+    """A call that replays a CUDA graph of decode_step(model, input_ids) and returns the logits
+    it writes (input_ids read where they are); the step runs eagerly once first, so that every
+    launcher is built and proven before the capture."""
+    decode_step(model, input_ids)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        logits = decode_step(model, input_ids)
+
+    def replay():
+        graph.replay()
+        return logits
+    return replay
+
+
+def mode_steps(mode, models, input_ids):
+    """{"mxfp4", "bf16": a call of one decode step of that model in `mode` (MODEL_MODES)};
+    models holds each model as "mxfp4" and "bf16", and, compiled once by the caller for a mode
+    of COMPILE_MODES, as "MODE mxfp4" and "MODE bf16"."""
+    if mode == "captured":
+        return {name: captured_step(models[name], input_ids) for name in ("mxfp4", "bf16")}
+    prefix = f"{mode} " if mode in COMPILE_MODES else ""
+    return {name: functools.partial(decode_step, models[prefix + name], input_ids)
+            for name in ("mxfp4", "bf16")}
+
+
+def relative_l2(got, want) -> float:
+    got, want = got.float(), want.float()
+    return ((got - want).norm() / want.norm()).item()
+
+
+def profile_summary(step, rows: int = 12) -> str:
+    """torch.profiler's table of a few calls of `step`: the ops that take the most device time
+    and the most host time, each with its count."""
+    from torch.profiler import ProfilerActivity, profile
+    step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as profiler:
+        for _ in range(PROFILED_STEPS):
+            step()
+        torch.cuda.synchronize()
+    events = profiler.key_averages()
+    return "\n".join([f"{PROFILED_STEPS} steps, by device time:",
+                      events.table(sort_by="self_device_time_total", row_limit=rows),
+                      f"{PROFILED_STEPS} steps, by host time:",
+                      events.table(sort_by="self_cpu_time_total", row_limit=rows)])
+
+
+PROFILED_STEPS = 5
+
+
+def model_row(mode, m, steps, time_us, eager_logits) -> dict:
+    """One (mode, M): both steps' mean µs, their ratio beside the target, and how far the MXFP4
+    logits lie from the twin's, from the eager MXFP4 step's and (eager_logits["emulated"]) from
+    the emulated model's."""
+    from mxfp4_mm.launchers.proof import compare
+    logits = {name: step().float() for name, step in steps.items()}
+    torch.cuda.synchronize()
+    row = {"mode": mode, "m": m, "target": model_target(mode, m)}
+    row.update({f"{name}_us": time_us(step) for name, step in steps.items()})
+    row["ratio"] = row["mxfp4_us"] / row["bf16_us"]
+    row["met"] = None if row["target"] is None else row["ratio"] <= row["target"]
+    row["rel_bf16"] = relative_l2(logits["mxfp4"], logits["bf16"])
+    row["rel_eager"] = relative_l2(logits["mxfp4"], eager_logits["mxfp4"])
+    row["rel_emulated"] = relative_l2(logits["mxfp4"], eager_logits["emulated"])
+    row["emulated_ok"], row["emulated_check"] = compare(logits["mxfp4"], eager_logits["emulated"])
+    return row
+
+
 def format_model_table(rows) -> str:
-    lines = [f"{'M':>5} {'mxfp4 µs':>10} {'bf16 µs':>10} {'mxfp4/bf16':>10} {'logits rel':>10}"]
+    lines = [f"{'mode':<9} {'M':>4} {'mxfp4 µs':>10} {'bf16 µs':>10} {'ratio':>6} {'target':>6} "
+             f"{'rel bf16':>9} {'rel eager':>9} {'rel emul':>9} emulated check"]
     for row in rows:
-        lines.append(f"{row['m']:>5} {row['mxfp4_us']:>10.1f} {row['bf16_us']:>10.1f} "
-                     f"{row['mxfp4_us'] / row['bf16_us']:>10.2f} {row['logits_rel']:>10.4f}")
+        if "error" in row:
+            lines.append(f"{row['mode']:<9} {row['m']:>4} failed: {row['error']}")
+            continue
+        met = "" if row["met"] is None else (" ok" if row["met"] else " MISS")
+        lines.append(f"{row['mode']:<9} {row['m']:>4} {row['mxfp4_us']:>10.1f} "
+                     f"{row['bf16_us']:>10.1f} {row['ratio']:>6.2f} "
+                     f"{_num(row['target'], 6, 2)}{met:<5} {row['rel_bf16']:>9.4f} "
+                     f"{row['rel_eager']:>9.4f} {row['rel_emulated']:>9.4f} "
+                     f"{'within tolerance' if row['emulated_ok'] else row['emulated_check'][:80]}")
     return "\n".join(lines)
 
 
 def run_model(args):
-    """Load the model and its twin on the GPU, then time a decode step of both per M."""
+    """Load the model and its twin on the GPU; per mode of --modes and M of --m, time a decode
+    step of both and compare their logits (and the emulated model's)."""
     from mxfp4_mm.launchers.linear import MXFP4Linear
     device = torch.cuda.get_device_name()
     start = time.perf_counter()
     model = load_model(args.model, "cuda")
     twin = bf16_twin(model)
-    layers = sum(isinstance(module, MXFP4Linear) for module in model.modules())
-    print(f"device: {device}; {args.model}: {type(model).__name__}, {layers} MXFP4Linear layers, "
-          f"loaded with its bf16 twin in {time.perf_counter() - start:.1f} s; {args.calls} timed "
-          f"calls each", flush=True)
+    names = [name for name, module in model.named_modules() if isinstance(module, MXFP4Linear)]
+    print(f"device: {device}; {args.model}: {type(model).__name__}, {len(names)} MXFP4Linear "
+          f"layers, loaded with its bf16 twin in {time.perf_counter() - start:.1f} s; modes "
+          f"{', '.join(args.modes)}; {args.calls} timed calls each", flush=True)
     loop = RunnerLoop(args.clear_bytes)
+    models = {"mxfp4": model, "bf16": twin}
+    for mode in set(args.modes) & set(COMPILE_MODES):
+        models.update({f"{mode} {name}": torch.compile(models[name], mode=COMPILE_MODES[mode],
+                                                       dynamic=False)
+                       for name in ("mxfp4", "bf16")})
     generator = torch.Generator(device="cuda").manual_seed(0)
-    rows = []
+    rows, profiles = [], {}
     for m in args.m:
         input_ids = torch.randint(0, model.config.vocab_size, (m, 1), device="cuda",
                                   generator=generator)
-        mxfp4, bf16 = decode_step(model, input_ids).float(), decode_step(twin, input_ids).float()
-        rows.append({"m": m, "mxfp4_us": time_variant(loop, lambda: decode_step(model, input_ids),
-                                                      args.calls)["mean_us"],
-                     "bf16_us": time_variant(loop, lambda: decode_step(twin, input_ids),
-                                             args.calls)["mean_us"],
-                     "logits_rel": ((mxfp4 - bf16).norm() / bf16.norm()).item()})
-        print(f"M={m}: mxfp4 {rows[-1]['mxfp4_us']:.1f} µs, bf16 {rows[-1]['bf16_us']:.1f} µs",
-              flush=True)
-    return rows, {"device": device, "model": str(args.model), "calls": args.calls,
-                  "mxfp4_layers": layers}
+        eager_logits = {"mxfp4": decode_step(model, input_ids)}
+        with emulating(twin, names):
+            eager_logits["emulated"] = decode_step(twin, input_ids)
+        for mode in args.modes:
+            begin = time.perf_counter()
+            try:
+                steps = mode_steps(mode, models, input_ids)
+                rows.append(model_row(mode, m, steps, lambda step: time_variant(
+                    loop, step, args.calls)["mean_us"], eager_logits))
+            except Exception as error:      # reported in its row; the other modes still run
+                rows.append({"mode": mode, "m": m,
+                             "error": " ".join(f"{type(error).__name__}: {error}".split())[:300]})
+            print(f"{mode} M={m} ({time.perf_counter() - begin:.0f} s): "
+                  f"{format_model_table(rows[-1:]).splitlines()[1]}", flush=True)
+            if args.profile and "error" not in rows[-1] and rows[-1]["met"] is not True:
+                profiles[f"{mode} M={m}"] = {name: profile_summary(step)
+                                             for name, step in steps.items()}
+            steps = None
+        torch.cuda.empty_cache()
+    return rows, profiles, {"device": device, "model": str(args.model), "calls": args.calls,
+                            "mxfp4_layers": len(names), "modes": list(args.modes)}
 
 
 # ----------------------------------------------------------------------------- command line
@@ -582,7 +929,9 @@ def run_model(args):
 def build_parser():
     parser = ArgumentParser("tools.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES, metavar="SHAPES",
-                        help=f"{SHAPES_HELP}; default benchmarks (with --vendor-gemm: each M "
+                        help=f"{SHAPES_HELP}; with --host-only also N,K and model names "
+                             f"(tools/model_shapes.py), each at every M of --m; default "
+                             f"benchmarks (with --vendor-gemm: each M "
                              f"of {','.join(map(str, VENDOR_GEMM_M))} with each N,K of "
                              f"{' '.join(f'{n},{k}' for n, k in VENDOR_GEMM_NK)})")
     parser.add_argument("--vendor-gemm", action="store_true",
@@ -598,8 +947,19 @@ def build_parser():
     parser.add_argument("--clear-bytes", type=clear_bytes, default=DEFAULT_CLEAR_BYTES,
                         help=f"cache-clear buffer before each timed call "
                              f"(default {DEFAULT_CLEAR_BYTES})")
-    parser.add_argument("--host-calls", type=positive_int, default=DEFAULT_HOST_CALLS,
-                        help=f"calls per host-time figure (default {DEFAULT_HOST_CALLS})")
+    parser.add_argument("--host-calls", type=positive_int,
+                        help=f"calls per host-time figure (default {DEFAULT_HOST_CALLS}, "
+                             f"{STUBBED_HOST_CALLS} with --stub-launches)")
+    parser.add_argument("--host-only", action="store_true",
+                        help="time only the host path: µs per call of F.linear, the op, "
+                             "MXFP4Linear, custom_kernel and the GEMM's direct launch side by "
+                             "side, on --shapes (default: llama-3-8b's layers at each M of --m, "
+                             f"default {','.join(map(str, HOST_ONLY_M))}, and the benchmark "
+                             "shapes)")
+    parser.add_argument("--stub-launches", action="store_true",
+                        help="with --host-only: on the CPU (TRITON_INTERPRET=1), launchers "
+                             "built without proof and every kernel launch a no-op: the "
+                             "Python part of a call alone; needs no GPU")
     parser.add_argument("--json", metavar="FILE", type=output_file,
                         help="write the rows, the geomeans and the run's facts here")
     parser.add_argument("--png", metavar="FILE", type=output_file,
@@ -610,15 +970,34 @@ def build_parser():
                              "of the shapes (needs transformers and safetensors)")
     parser.add_argument("--m", type=parse_m_list, default=DECODE_M,
                         help=f"with --model: the decode batches (default "
-                             f"{','.join(map(str, DECODE_M))})")
+                             f"{','.join(map(str, DECODE_M))}); with --host-only: the M of "
+                             f"each model named in --shapes")
+    parser.add_argument("--modes", type=parse_modes, default=DEFAULT_MODEL_MODES,
+                        help=f"with --model: the modes to time the step in, some of "
+                             f"{','.join(MODEL_MODES)} (default "
+                             f"{','.join(DEFAULT_MODEL_MODES)})")
+    parser.add_argument("--profile", action="store_true",
+                        help="with --model: a torch.profiler summary of both steps (device "
+                             "and host time by op) wherever a target is missed or none is set")
     return parser
 
 
 def check_model_arguments(args):
     """Refuse (UsageError) what does not go with --model, and a folder that is no export."""
+    if args.stub_launches and not args.host_only:
+        raise UsageError("--stub-launches goes with --host-only")
+    if args.host_only and (args.model or args.vendor_gemm or args.png):
+        raise UsageError("--host-only times the host path: --model, --vendor-gemm and --png do "
+                         "not go with it")
+    from mxfp4_mm.launchers import interpreting
+    if args.stub_launches and not interpreting():
+        raise UsageError("--stub-launches runs the launchers' Python on the CPU through "
+                         "Triton's interpreter: set TRITON_INTERPRET=1 before the command")
     if args.model is None:
-        if args.m != DECODE_M and not args.prepared:
-            raise UsageError("--m goes with --model or --prepared")
+        if args.m != DECODE_M and not (args.prepared or args.host_only):
+            raise UsageError("--m goes with --model, --prepared or --host-only")
+        if args.modes != DEFAULT_MODEL_MODES or args.profile:
+            raise UsageError("--modes and --profile go with --model")
         return
     if args.shapes != ["benchmarks"] or args.png:
         raise UsageError("--model times a model: --shapes and --png do not go with it")
@@ -628,18 +1007,40 @@ def check_model_arguments(args):
                          f"export's folder or one of {', '.join(LLAMA_CONFIGS)})")
 
 
+def host_only_main(args, shapes) -> int:
+    """--host-only: its table and targets (and --json); 2 where it cannot run here."""
+    problem = None if args.stub_launches else gpu_problem()
+    if problem:
+        print(f"tools.bench: {problem}", file=sys.stderr)
+        return 2
+    rows = run_host_only(shapes, args)
+    legend = STUBBED_LEGEND if args.stub_launches else HOST_ONLY_LEGEND
+    print(f"\n{legend}\n{format_host_table(rows)}\n{host_targets_text(rows)}", flush=True)
+    if args.json:
+        device = "cpu (launches stubbed)" if args.stub_launches else torch.cuda.get_device_name()
+        Path(args.json).write_text(json.dumps(dict(device=device, host_calls=args.host_calls,
+                                                   rows=rows), indent=2) + "\n")
+        print(f"wrote {args.json}", flush=True)
+    return 0
+
+
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         check_model_arguments(args)
         if args.vendor_gemm and args.shapes is DEFAULT_SHAPES:   # --shapes not given
             args.shapes = vendor_gemm_grid()
-        if args.prepared:
-            from mxfp4_mm.tools.cli import parse_model_shapes
+        if args.host_only:
+            args.shapes = HOST_ONLY_SHAPES if args.shapes is DEFAULT_SHAPES else args.shapes
+            args.m = HOST_ONLY_M if args.m is DECODE_M else args.m
+            specs = parse_model_shapes(args.shapes, args.m)
+        elif args.prepared:
             specs = [dict(m=m, n=n, k=k, seed=m + n + k)
                      for m, n, k in parse_model_shapes(args.shapes, args.m)]
         else:
             specs = parse_shapes(args.shapes)
+        args.host_calls = args.host_calls or (STUBBED_HOST_CALLS if args.stub_launches
+                                              else DEFAULT_HOST_CALLS)
         if args.vendor_gemm and args.png:
             raise UsageError("--png does not apply to --vendor-gemm")
         if args.png:
@@ -647,17 +1048,21 @@ def main(argv=None):
         check_fault_variable()
     except UsageError as error:
         return usage_error("tools.bench", error)
+    if args.host_only:
+        return host_only_main(args, specs)
     problem = gpu_problem()
     if problem:
         print(f"tools.bench: {problem}", file=sys.stderr)
         return 2
     if args.model:
-        rows, facts = run_model(args)
-        print(f"\nmean µs of one decode step (input_ids [M, 1], no KV cache) in the runner's "
-              f"loop; logits rel: relative L2 difference of the two models' logits\n"
-              f"{format_model_table(rows)}", flush=True)
+        rows, profiles, facts = run_model(args)
+        for where, summaries in profiles.items():
+            for name, text in summaries.items():
+                print(f"\ntorch.profiler, {name} step, {where} (its target missed):\n{text}")
+        print(f"\n{MODEL_LEGEND}\n{format_model_table(rows)}", flush=True)
         if args.json:
-            Path(args.json).write_text(json.dumps(dict(facts, rows=rows), indent=2) + "\n")
+            Path(args.json).write_text(json.dumps(dict(facts, rows=rows, profiles=profiles),
+                                                  indent=2) + "\n")
             print(f"wrote {args.json}", flush=True)
         return 0
 

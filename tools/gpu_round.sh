@@ -7,8 +7,10 @@
 #             reference and timed beside F.linear on the bf16 weight (tools.bench)
 #   random    50 random shapes over M 1-16384 and the built-in model layers, each served and
 #             checked, with the config and rung that served it (tools.soak)
-#   model     one decode step of the Quark fixture model beside its bf16 twin, M 1-256
-#             (tools.bench --model)
+#   model     one decode step of the Quark fixture model beside its bf16 twin, M 1-256,
+#             eager and captured (tools.bench --model)
+#   host      host µs per call of F.linear, the op, MXFP4Linear and custom_kernel on the
+#             llama-3-8b decode and benchmark shapes (tools.bench --host-only)
 #   ranked    the one-file bundle through the runner's whole ranked run (tools.evaluate
 #             ranked; its cache clear is --clear-bytes, 1 GiB by default)
 #   import    a cold `import submission`: empty Triton cache, import-time tuning on
@@ -23,7 +25,7 @@ set -u -o pipefail
 out="${1:?usage: bash tools/gpu_round.sh OUTDIR [STEP ...]}"
 shift
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(suite shapes random model ranked import)
+[ ${#steps[@]} -eq 0 ] && steps=(suite shapes random model host ranked import)
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 limit="${STEP_TIMEOUT_S:-540}"
@@ -51,7 +53,8 @@ for step in "${steps[@]}"; do
                     --json "$out/shapes.json" ;;
         random) run_step random python -m tools.soak --random-shapes 50 --calls 0 --iterations 0 ;;
         model)  run_step model python -m tools.bench --model tests/data/quark_tiny_llama \
-                    --json "$out/model.json" ;;
+                    --modes eager,captured --json "$out/model.json" ;;
+        host)   run_step host python -m tools.bench --host-only --json "$out/host.json" ;;
         ranked) run_step ranked bash -c "python -m tools.bundle && python -m tools.evaluate \
                     ranked --submission dist/submission.py --json '$out/ranked.json'" ;;
         import) run_step import env TRITON_CACHE_DIR="$(mktemp -d)" MXFP4_MM_TUNE=1 python -c "

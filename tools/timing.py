@@ -13,16 +13,18 @@ import torch
 from mxfp4_mm.launchers.timing import DEFAULT_CLEAR_BYTES, RunnerLoop  # noqa: F401 (re-exported)
 
 
-def host_time_us(fn, calls: int) -> float:
-    """Median host time of one `fn()` in µs, over `calls` calls issued back to back."""
+def host_time_us(fn, calls: int, synchronize=None) -> float:
+    """Median host time of one `fn()` in µs, over `calls` calls issued back to back, with
+    `synchronize()` (default torch.cuda.synchronize) before and after them."""
+    synchronize = synchronize or torch.cuda.synchronize
     fn()
-    torch.cuda.synchronize()
+    synchronize()
     samples = []
     for _ in range(calls):
         begin = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - begin) * 1e6)
-    torch.cuda.synchronize()
+    synchronize()
     return statistics.median(samples)
 
 
