@@ -13,8 +13,9 @@ Output: out bf16 [ROWS, K] (row stride stride_out, unit column stride).
 
 Grid (cdiv(ROWS, BLOCK_ROWS), cdiv(K, BLOCK_K)). A program loads BLOCK_ROWS rows and BLOCK_K
 columns; preshuffled, it finds and unshuffles the bytes with the GEMMs' tile functions
-(kernels.layouts.cdna4: BLOCK_ROWS a multiple of 32, BLOCK_K a power of two >= 256). Rows past ROWS wrap onto valid rows and are not stored; a ragged last K tile
-(K % 64 == 0 only) is masked. ROWS % 16 == 0 when PRESHUFFLED.
+(kernels.layouts.cdna4: BLOCK_ROWS a multiple of 32, BLOCK_K a power of two >= 256). Rows past
+ROWS wrap onto valid rows and are not stored; a ragged last K tile (K % 64 == 0 only) is
+masked. ROWS % 16 == 0 when PRESHUFFLED.
 
 Why bf16 holds every value exactly: an E2M1 value has at most two significant bits, 0.5 to
 6, and the scale is 2**e with e in [-127, 127] (byte 255 is NaN). So the product's lowest bit

@@ -16,8 +16,8 @@ import triton
 import triton.language as tl
 
 from mxfp4_mm.kernels import formats
-from mxfp4_mm.kernels.layouts.cdna4 import (scale_columns, weight_tile_columns, weight_tile_pointers,
-                                            weight_tile_rows)
+from mxfp4_mm.kernels.layouts.cdna4 import (scale_columns, weight_tile_columns,
+                                            weight_tile_pointers, weight_tile_rows)
 
 
 def loaded_a_rows(m: int, block_m: int) -> int:
@@ -99,9 +99,10 @@ def load_a_tile(a_ptrs, k0, K, EVEN_K: tl.constexpr, BLOCK_K: tl.constexpr,
     if EVEN_K:
         a = tl.load(a_ptrs)
     else:
-        K_PER_ITEM: tl.constexpr = 2 if A_PREQUANTIZED else 1   # K elements per loaded item
-        cols = tl.arange(0, BLOCK_K // K_PER_ITEM)
-        a = tl.load(a_ptrs, mask=(k0 // K_PER_ITEM + cols)[None, :] < K // K_PER_ITEM, other=0)
+        A_K_PER_ITEM: tl.constexpr = 2 if A_PREQUANTIZED else 1   # K elements per loaded item
+        cols = tl.arange(0, BLOCK_K // A_K_PER_ITEM)
+        a = tl.load(a_ptrs, mask=(k0 // A_K_PER_ITEM + cols)[None, :] < K // A_K_PER_ITEM,
+                    other=0)
     return a
 
 
