@@ -6,16 +6,16 @@ Inputs, in one of two layouts (PRESHUFFLED):
                                           kernels.quantize.quantize_kernel writes A's
                scales uint8 [ROWS, >= K/32]  E8M0 (row stride stride_scales)
   preshuffled  codes  uint8 [ROWS/16, (K/2)*16]       shuffle_weight(B_q, (16, 16)) viewed 2-D
-                                                      (kernels.preshuffle_gemm.weight_view)
+                                                      (kernels.layouts.cdna4.weight_view)
                scales uint8 [>= cdiv(ROWS,32), pad(K/32,8)*32]  e8m0_shuffle(B_scale) viewed 2-D
-                                                      (kernels.preshuffle_gemm.scales_view)
+                                                      (kernels.layouts.cdna4.scales_view)
 Output: out bf16 [ROWS, K] (row stride stride_out, unit column stride).
 
 Grid (cdiv(ROWS, BLOCK_ROWS), cdiv(K, BLOCK_K)). A program loads BLOCK_ROWS rows and BLOCK_K
-columns; preshuffled, it loads the bytes as the GEMM does and unshuffles them with the GEMM's
-own tile functions (kernels.preshuffle_gemm: BLOCK_ROWS a multiple of 32, BLOCK_K a power of
-two >= 256). Rows past ROWS wrap onto valid rows and are not stored; a ragged last K tile
-(K % 64 == 0 only) is masked. ROWS % 16 == 0 when PRESHUFFLED.
+columns; preshuffled, it finds and unshuffles the bytes with the GEMMs' tile functions
+(kernels.layouts.cdna4: BLOCK_ROWS a multiple of 32, BLOCK_K a power of two >= 256). Rows past
+ROWS wrap onto valid rows and are not stored; a ragged last K tile (K % 64 == 0 only) is
+masked. ROWS % 16 == 0 when PRESHUFFLED.
 
 Why bf16 holds every value exactly: an E2M1 value has at most two significant bits, 0.5 to
 6, and the scale is 2**e with e in [-127, 127] (byte 255 is NaN). So the product's lowest bit
@@ -32,8 +32,8 @@ import triton
 import triton.language as tl
 
 from mxfp4_mm.kernels import formats
-from mxfp4_mm.kernels.preshuffle_gemm import (_unshuffle_scale_tile, _unshuffle_weight_tile,
-                                     scales_view, weight_view)
+from mxfp4_mm.kernels.layouts.cdna4 import (scale_columns, scales_view, unshuffle_scale_tile,
+                                            unshuffle_weight_tile, weight_tile_rows, weight_view)
 
 BF16_INF_BITS = tl.constexpr(0x7F80)
 BF16_NAN_BITS = tl.constexpr(0x7FC0)
@@ -69,18 +69,16 @@ def dequantize_kernel(codes_ptr, scales_ptr, out_ptr, ROWS, K,
     pid_rows = tl.program_id(0)
     k0 = tl.program_id(1) * BLOCK_K
     if PRESHUFFLED:
-        rows_c = (pid_rows * (BLOCK_ROWS // 16) + tl.arange(0, BLOCK_ROWS // 16)) % (ROWS // 16)
-        rows_s = (pid_rows * (BLOCK_ROWS // 32) + tl.arange(0, BLOCK_ROWS // 32)) % tl.cdiv(ROWS, 32)
+        rows_c, rows_s = weight_tile_rows(pid_rows, ROWS, BLOCK_ROWS)
         cols_c = k0 * 8 + tl.arange(0, (BLOCK_K // 2) * 16)
         cols_s = tl.arange(0, BLOCK_K)
-        # Logical scale column of each shuffled byte (8*c0 + 4*c1 + c2, see formats.e8m0_shuffle).
-        groups = k0 // 32 + 8 * (cols_s // 256) + 4 * ((cols_s // 2) % 2) + (cols_s // 64) % 4
+        groups = scale_columns(cols_s, k0 // 32)
         codes = tl.load(codes_ptr + rows_c[:, None] * stride_codes + cols_c[None, :],
                         mask=cols_c[None, :] < K * 8, other=0)
         scales = tl.load(scales_ptr + rows_s[:, None] * stride_scales + (k0 + cols_s)[None, :],
                          mask=groups[None, :] < K // 32, other=127)
-        codes = _unshuffle_weight_tile(codes, BLOCK_ROWS, BLOCK_K)
-        scales = _unshuffle_scale_tile(scales, BLOCK_ROWS, BLOCK_K)
+        codes = unshuffle_weight_tile(codes, BLOCK_ROWS, BLOCK_K)
+        scales = unshuffle_scale_tile(scales, BLOCK_ROWS, BLOCK_K)
     else:
         rows = (pid_rows * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)) % ROWS
         cols_c = k0 // 2 + tl.arange(0, BLOCK_K // 2)

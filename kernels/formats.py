@@ -1,4 +1,4 @@
-"""MXFP4 formats and aiter layouts in pure torch: the one home of this math.
+"""MXFP4 formats in pure torch: the one home of this math.
 
 Used by the reference, the tests and the host side of the kernels. Every function is
 bit-exact with the aiter piece it names (docs/formats.md says what each does).
@@ -6,22 +6,21 @@ bit-exact with the aiter piece it names (docs/formats.md says what each does).
 Shapes, with K the number of logical fp4 elements along the reduction axis:
   codes   uint8 [rows, K/2]    two E2M1 codes per byte, element 2i in the low nibble
   scales  uint8 [rows, K/32]   E8M0 biased exponents, one per 32 elements
-  weight_shuffled  uint8 [N, K/2]            shuffle_weight(codes, layout=(16, 16))
+  weight_shuffled  uint8 [N, K/2]            shuffle_weight(codes)
   scales_shuffled  uint8 [pad(rows,256), pad(K/32,8)]   e8m0_shuffle(scales)
+The two shuffles (aiter's layouts of the op's weight) and their inverses live in
+kernels.layouts.cdna4; they are named here too, where README and the launchers take them.
 """
 
 import torch
 
+from mxfp4_mm.kernels.layouts.cdna4 import (SCALE_TILE_ROWS, WEIGHT_TILE_BYTES, WEIGHT_TILE_N,
+                                            e8m0_shuffle, e8m0_unshuffle, shuffle_weight,
+                                            shuffled_scales_shape, unshuffle_weight)
+
 MX_BLOCK = 32
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
                -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
-# Tile sizes of aiter's shuffle_weight(layout=(16, 16)) for 1-byte elements.
-WEIGHT_TILE_N = 16
-WEIGHT_TILE_BYTES = 32
-# e8m0_shuffle pads rows to 256 and scale columns to 8; the tile itself is 32 x 8.
-SCALE_PAD_ROWS = 256
-SCALE_PAD_COLS = 8
-SCALE_TILE_ROWS = 32
 # What prepare_weight (and reference.generate_input) write in e8m0_shuffle's padding: a NaN
 # scale, so that a kernel which reads the padding gives NaN, not a plausible number.
 SCALE_PAD_BYTE = 0xFF
@@ -43,7 +42,7 @@ def pad_to(x: int, multiple: int) -> int:
 
 def scales_padded_shape(rows: int, k: int) -> tuple:
     """Shape of e8m0_shuffle's output for `rows` rows of a K-wide operand."""
-    return pad_to(rows, SCALE_PAD_ROWS), pad_to(cdiv(k, MX_BLOCK), SCALE_PAD_COLS)
+    return shuffled_scales_shape(rows, cdiv(k, MX_BLOCK))
 
 
 def scale_byte_and_multiplier(amax: torch.Tensor):
@@ -201,56 +200,6 @@ def dequantize_mxfp4(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     k = values.shape[-1]
     factors = e8m0_to_f32(scales[:, :cdiv(k, MX_BLOCK)].contiguous())
     return values * factors.repeat_interleave(MX_BLOCK, dim=1)[:, :k]
-
-
-def _check_weight_shape(n: int, kb: int):
-    if n % WEIGHT_TILE_N or kb % WEIGHT_TILE_BYTES:
-        raise ValueError(f"shuffle_weight needs N % {WEIGHT_TILE_N} == 0 and K/2 % "
-                         f"{WEIGHT_TILE_BYTES} == 0 (K % 64 == 0), got N={n}, K/2={kb}")
-
-
-def shuffle_weight(codes: torch.Tensor) -> torch.Tensor:
-    """aiter shuffle_weight(x, layout=(16, 16)) for packed fp4 [N, K/2]; same shape and dtype.
-
-    out_flat[n0*16*Kb + k0*512 + k1*256 + n1*16 + k2] = W[16*n0 + n1, 32*k0 + 16*k1 + k2].
-    """
-    n, kb = codes.shape
-    _check_weight_shape(n, kb)
-    u8 = codes.view(torch.uint8)
-    out = (u8.view(n // 16, 16, kb // 32, 2, 16).permute(0, 2, 3, 1, 4).contiguous().view(n, kb))
-    return out.view(codes.dtype)
-
-
-def unshuffle_weight(shuffled: torch.Tensor) -> torch.Tensor:
-    """Inverse of shuffle_weight."""
-    n, kb = shuffled.shape
-    _check_weight_shape(n, kb)
-    u8 = shuffled.view(torch.uint8)
-    out = u8.view(n // 16, kb // 32, 2, 16, 16).permute(0, 3, 1, 2, 4).contiguous().view(n, kb)
-    return out.view(shuffled.dtype)
-
-
-def e8m0_shuffle(scales: torch.Tensor, pad_value: int = 0) -> torch.Tensor:
-    """aiter e8m0_shuffle: [rows, cols] -> [pad(rows,256), pad(cols,8)], same dtype.
-
-    Row r = 32*r0 + 16*r1 + r2 and column c = 8*c0 + 4*c1 + c2 go to flat offset
-    r0*32*sn + c0*256 + c2*64 + r2*4 + c1*2 + r1. aiter leaves the padding uninitialized;
-    here it is `pad_value` (0xFF, a NaN scale, is the hardest choice for a consumer).
-    """
-    rows, cols = scales.shape
-    sm, sn = pad_to(rows, SCALE_PAD_ROWS), pad_to(cols, SCALE_PAD_COLS)
-    padded = torch.full((sm, sn), pad_value, dtype=torch.uint8, device=scales.device)
-    padded[:rows, :cols] = scales.view(torch.uint8)
-    out = padded.view(sm // 32, 2, 16, sn // 8, 2, 4).permute(0, 3, 5, 2, 4, 1).contiguous()
-    return out.view(sm, sn).view(scales.dtype)
-
-
-def e8m0_unshuffle(shuffled: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
-    """Inverse of e8m0_shuffle, trimmed to the logical [rows, cols]."""
-    sm, sn = shuffled.shape
-    u8 = shuffled.view(torch.uint8).contiguous()
-    out = u8.view(sm // 32, sn // 8, 4, 16, 2, 2).permute(0, 5, 3, 1, 4, 2).contiguous()
-    return out.view(sm, sn)[:rows, :cols].view(shuffled.dtype)
 
 
 def prepare_weight(weight: torch.Tensor):

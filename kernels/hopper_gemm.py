@@ -8,7 +8,7 @@ Inputs, all row-major:
                                                  reference), or with A_PREQUANTIZED the codes
                                                  uint8 [M, K/2] (unit column stride) and
   a_scales uint8 [M, K/32]                       their E8M0 scales
-  b        uint8 [N/16, (K/2)*16]                B_shuffle viewed 2-D (preshuffle_gemm.weight_view)
+  b        uint8 [N/16, (K/2)*16]                B_shuffle viewed 2-D (layouts.cdna4.weight_view)
   b_scales uint8 [pad(N,256)/32, pad(K/32,8)*32]  B_scale_sh viewed 2-D (scales_view)
 Outputs: c bf16 [M, N]; with SPLIT_K > 1 the fp32 partials and the split-K counters of
 kernels.splitk_reduce.store_output_tile (the protocol of kernels.preshuffle_gemm).
@@ -33,10 +33,12 @@ two >= 256, BLOCK_M >= 16, SPLIT_K_SIZE a multiple of BLOCK_K, K % 64 == 0, N % 
 import triton
 import triton.language as tl
 
-from mxfp4_mm.kernels.preshuffle_gemm import (_repeated_rows, _tile_coordinates, _unshuffle_scale_tile,
-                                     _unshuffle_weight_tile, a_rows)
+from mxfp4_mm.kernels.layouts.cdna4 import (load_scale_tile, load_weight_tile, next_k_tile,
+                                            unshuffle_scale_tile, unshuffle_weight_tile)
 from mxfp4_mm.kernels.quantize import INTERPRETED, quantize_tile_mxfp4
 from mxfp4_mm.kernels.splitk_reduce import store_output_tile
+from mxfp4_mm.kernels.tiles import (load_a_scale_tile, load_a_tile, loaded_a_rows, next_a_tile,
+                                    operand_arguments, program_tile, repeated_rows)
 
 
 @triton.jit
@@ -117,28 +119,10 @@ def hopper_gemm_kernel(
     THREADS: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    pid_k = pid % SPLIT_K
-    pid_m, pid_n = _tile_coordinates(pid // SPLIT_K, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-
-    rows_a = (pid_m * BLOCK_M + tl.arange(0, A_ROWS)) % M
-    rows_b = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16)) % (N // 16)
-    rows_bs = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)) % tl.cdiv(N, 32)
-    A_K_PER_ITEM: tl.constexpr = 2 if A_PREQUANTIZED else 1   # K elements per loaded A item
-    cols_a = tl.arange(0, BLOCK_K // A_K_PER_ITEM)
-    cols_as = tl.arange(0, BLOCK_K // 32)
-    cols_b = tl.arange(0, (BLOCK_K // 2) * 16)
-    cols_bs = tl.arange(0, BLOCK_K)
-    # Logical scale column of each shuffled byte (8*c0 + 4*c1 + c2, see formats.e8m0_shuffle).
-    groups_bs = 8 * (cols_bs // 256) + 4 * ((cols_bs // 2) % 2) + (cols_bs // 64) % 4
-
-    k_start = pid_k * SPLIT_K_SIZE
-    if A_PREQUANTIZED:
-        a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start // 2 + cols_a)[None, :]
-        as_ptrs = a_scales_ptr + rows_a[:, None] * stride_asm + (k_start // 32 + cols_as)[None, :]
-    else:
-        a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start + cols_a)[None, :] * stride_ak
-    b_ptrs = b_ptr + rows_b[:, None] * stride_bn + (k_start * 8 + cols_b)[None, :]
-    bs_ptrs = b_scales_ptr + rows_bs[:, None] * stride_bsn + (k_start + cols_bs)[None, :]
+    pid_m, pid_n, pid_k, k_start, a_ptrs, as_ptrs, b_ptrs, bs_ptrs, scale_groups = program_tile(
+        pid, a_ptr, a_scales_ptr, b_ptr, b_scales_ptr, M, N, stride_am, stride_ak, stride_asm,
+        stride_bn, stride_bsn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, SPLIT_K_SIZE, A_ROWS,
+        A_PREQUANTIZED)
 
     if SWAP_AB:
         acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
@@ -146,40 +130,24 @@ def hopper_gemm_kernel(
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k_iter in range(SPLIT_K_SIZE // BLOCK_K):
         k0 = k_start + k_iter * BLOCK_K
-        if EVEN_K:
-            b = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
-            bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
-            a = tl.load(a_ptrs)
-            if A_PREQUANTIZED:
-                a_scales = tl.load(as_ptrs)
+        b = load_weight_tile(b_ptrs, k0, K, EVEN_K, CACHE_MODIFIER, BLOCK_K)
+        bs = load_scale_tile(bs_ptrs, scale_groups, k0, K, EVEN_K, CACHE_MODIFIER)
+        a = load_a_tile(a_ptrs, k0, K, EVEN_K, BLOCK_K, A_PREQUANTIZED)
+        if A_PREQUANTIZED:
+            a_scales = load_a_scale_tile(as_ptrs, k0, K, EVEN_K, BLOCK_K)
         else:
-            b = tl.load(b_ptrs, mask=(k0 * 8 + cols_b)[None, :] < K * 8, other=0,
-                        cache_modifier=CACHE_MODIFIER)
-            bs = tl.load(bs_ptrs, mask=(k0 // 32 + groups_bs)[None, :] < K // 32, other=127,
-                         cache_modifier=CACHE_MODIFIER)
-            a = tl.load(a_ptrs, mask=(k0 // A_K_PER_ITEM + cols_a)[None, :] < K // A_K_PER_ITEM,
-                        other=0)
-            if A_PREQUANTIZED:
-                a_scales = tl.load(as_ptrs, mask=(k0 // 32 + cols_as)[None, :] < K // 32,
-                                   other=127)
-        if not A_PREQUANTIZED:
             a, a_scales = quantize_tile_mxfp4(a, A_ROWS, BLOCK_K, "software", False, THREADS)
         a = dequantize_tile(a, a_scales, A_ROWS, BLOCK_K)
         if A_ROWS < BLOCK_M:
-            a = _repeated_rows(a, BLOCK_M // A_ROWS)
-        b = dequantize_tile(_unshuffle_weight_tile(b, BLOCK_N, BLOCK_K),
-                            _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), BLOCK_N, BLOCK_K)
+            a = repeated_rows(a, BLOCK_M // A_ROWS)
+        b = dequantize_tile(unshuffle_weight_tile(b, BLOCK_N, BLOCK_K),
+                            unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K), BLOCK_N, BLOCK_K)
         if SWAP_AB:
             acc = tl.dot(b, a.trans(1, 0), acc)
         else:
             acc = tl.dot(a, b.trans(1, 0), acc)
-        if A_PREQUANTIZED:
-            a_ptrs += BLOCK_K // 2
-            as_ptrs += BLOCK_K // 32
-        else:
-            a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * 8
-        bs_ptrs += BLOCK_K
+        a_ptrs, as_ptrs = next_a_tile(a_ptrs, as_ptrs, stride_ak, BLOCK_K, A_PREQUANTIZED)
+        b_ptrs, bs_ptrs = next_k_tile(b_ptrs, bs_ptrs, BLOCK_K)
 
     if SWAP_AB:
         acc = acc.trans(1, 0)
@@ -192,12 +160,8 @@ def hopper_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
                      block_k, group_m, splits, split_size, reduce_in_gemm, cache_modifier,
                      store_modifier=None, a_scales=None, swap_ab=False, threads=128):
     """Every argument of hopper_gemm_kernel in signature order, constexprs included; the
-    tensors as preshuffle_gemm.gemm_arguments takes them (the same seven leading tensors)."""
-    prequantized = a_scales is not None
-    scales = a_scales if prequantized else a
-    return (a, scales, b, b_scales, c, partials, counters, m, n, k,
-            a.stride(0), a.stride(1), scales.stride(0), b.stride(0), b_scales.stride(0),
-            c.stride(0), m * n, n,
-            block_m, block_n, block_k, a_rows(m, block_m), group_m, splits, split_size,
-            reduce_in_gemm, k % split_size == 0, cache_modifier, store_modifier, prequantized,
-            swap_ab, threads)
+    tensors as preshuffle_gemm.gemm_arguments takes them (tiles.operand_arguments)."""
+    return operand_arguments(a, b, b_scales, c, partials, counters, m, n, k, a_scales) + (
+        block_m, block_n, block_k, loaded_a_rows(m, block_m), group_m, splits, split_size,
+        reduce_in_gemm, k % split_size == 0, cache_modifier, store_modifier,
+        a_scales is not None, swap_ab, threads)

@@ -7,6 +7,7 @@ Inputs, all row-major:
   a_scales uint8 [M, K/32]                       their E8M0 scales (the unfused baseline)
   b        uint8 [N/16, (K/2)*16]                shuffle_weight(B_q, (16, 16)) viewed 2-D
   b_scales uint8 [pad(N,256)/32, pad(K/32,8)*32]  e8m0_shuffle(B_scale) viewed 2-D
+                                                 (kernels.layouts.cdna4: weight_view, scales_view)
 Outputs:
   c        bf16  [M, N]
   partials fp32  [SPLIT_K, M, N] (SPLIT_K > 1 only): the sums over the K ranges
@@ -48,26 +49,15 @@ the sum. Requirements: BLOCK_N a multiple of 32 that divides 256, BLOCK_K a powe
 SPLIT_K_SIZE a multiple of BLOCK_K, K % 64 == 0, N % 16 == 0.
 """
 
-import torch
 import triton
 import triton.language as tl
 
-from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.layouts.cdna4 import (load_scale_tile, load_weight_tile, next_k_tile,
+                                            unshuffle_scale_tile, unshuffle_weight_tile)
 from mxfp4_mm.kernels.quantize import quantize_tile_mxfp4
 from mxfp4_mm.kernels.splitk_reduce import store_output_tile
-
-
-@triton.jit
-def _tile_coordinates(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                      GROUP_M: tl.constexpr):
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    if GROUP_M == 1:
-        return pid // num_pid_n, pid % num_pid_n
-    pids_per_group = GROUP_M * num_pid_n
-    first_m = (pid // pids_per_group) * GROUP_M
-    group_rows = tl.minimum(num_pid_m - first_m, GROUP_M)
-    return first_m + (pid % pids_per_group) % group_rows, (pid % pids_per_group) // group_rows
+from mxfp4_mm.kernels.tiles import (load_a_scale_tile, load_a_tile, loaded_a_rows, next_a_tile,
+                                    operand_arguments, program_tile, repeated_rows)
 
 
 @triton.jit
@@ -81,14 +71,6 @@ def _xcd_remapped(pid, programs, NUM_XCDS: tl.constexpr):
     local = pid // NUM_XCDS
     return tl.where(xcd < full_xcds, xcd * per_xcd + local,
                     full_xcds * per_xcd + (xcd - full_xcds) * (per_xcd - 1) + local)
-
-
-@triton.jit
-def _repeated_rows(x, TIMES: tl.constexpr):
-    """x [R, C] -> [TIMES * R, C], row i being x[i % R]."""
-    rows: tl.constexpr = x.shape[0]
-    columns: tl.constexpr = x.shape[1]
-    return tl.broadcast_to(x[None, :, :], (TIMES, rows, columns)).reshape(TIMES * rows, columns)
 
 
 @triton.jit
@@ -111,20 +93,6 @@ def _diagonal_block_sum(x, BLOCKS: tl.constexpr):
 
 
 @triton.jit
-def _unshuffle_weight_tile(b, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """[BN/16, (BK/2)*16] shuffled bytes -> [BN, BK/2], W[n, kb] (formats.shuffle_weight)."""
-    b = b.reshape(BLOCK_N // 16, BLOCK_K // 64, 2, 16, 16).permute(0, 3, 1, 2, 4)
-    return b.reshape(BLOCK_N, BLOCK_K // 2)
-
-
-@triton.jit
-def _unshuffle_scale_tile(s, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """[BN/32, BK] shuffled bytes -> [BN, BK/32] (formats.e8m0_shuffle)."""
-    s = s.reshape(BLOCK_N // 32, BLOCK_K // 256, 4, 16, 2, 2).permute(0, 5, 3, 1, 4, 2)
-    return s.reshape(BLOCK_N, BLOCK_K // 32)
-
-
-@triton.jit
 def preshuffle_gemm_kernel(
     a_ptr, a_scales_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr,
     M, N, K,
@@ -142,78 +110,39 @@ def preshuffle_gemm_kernel(
     pid = tl.program_id(0)
     if NUM_XCDS > 1:
         pid = _xcd_remapped(pid, tl.num_programs(0), NUM_XCDS)
-    pid_k = pid % SPLIT_K
-    pid_m, pid_n = _tile_coordinates(pid // SPLIT_K, M, N, BLOCK_M, BLOCK_N, GROUP_M)
-
-    rows_a = (pid_m * BLOCK_M + tl.arange(0, A_ROWS)) % M
-    rows_b = (pid_n * (BLOCK_N // 16) + tl.arange(0, BLOCK_N // 16)) % (N // 16)
-    rows_bs = (pid_n * (BLOCK_N // 32) + tl.arange(0, BLOCK_N // 32)) % tl.cdiv(N, 32)
-    A_K_PER_ITEM: tl.constexpr = 2 if A_PREQUANTIZED else 1   # K elements per loaded A item
-    cols_a = tl.arange(0, BLOCK_K // A_K_PER_ITEM)
-    cols_as = tl.arange(0, BLOCK_K // 32)
-    cols_b = tl.arange(0, (BLOCK_K // 2) * 16)
-    cols_bs = tl.arange(0, BLOCK_K)
-    # Logical scale column of each shuffled byte (8*c0 + 4*c1 + c2, see formats.e8m0_shuffle).
-    groups_bs = 8 * (cols_bs // 256) + 4 * ((cols_bs // 2) % 2) + (cols_bs // 64) % 4
-
-    k_start = pid_k * SPLIT_K_SIZE
-    if A_PREQUANTIZED:
-        a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start // 2 + cols_a)[None, :]
-        as_ptrs = a_scales_ptr + rows_a[:, None] * stride_asm + (k_start // 32 + cols_as)[None, :]
-    else:
-        a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start + cols_a)[None, :] * stride_ak
-    b_ptrs = b_ptr + rows_b[:, None] * stride_bn + (k_start * 8 + cols_b)[None, :]
-    bs_ptrs = b_scales_ptr + rows_bs[:, None] * stride_bsn + (k_start + cols_bs)[None, :]
+    pid_m, pid_n, pid_k, k_start, a_ptrs, as_ptrs, b_ptrs, bs_ptrs, scale_groups = program_tile(
+        pid, a_ptr, a_scales_ptr, b_ptr, b_scales_ptr, M, N, stride_am, stride_ak, stride_asm,
+        stride_bn, stride_bsn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT_K, SPLIT_K_SIZE, A_ROWS,
+        A_PREQUANTIZED)
 
     C_ROWS: tl.constexpr = A_ROWS if WAVE_SPLIT_K > 1 else BLOCK_M   # rows of C stored
     acc = tl.zeros((WAVE_SPLIT_K * C_ROWS, WAVE_SPLIT_K * BLOCK_N), dtype=tl.float32)
     for k_iter in range(SPLIT_K_SIZE // BLOCK_K):
         k0 = k_start + k_iter * BLOCK_K
-        if EVEN_K:
-            if SCALES_FIRST:
-                bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
-            if not SCALES_FIRST:
-                bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
-        else:
-            if SCALES_FIRST:
-                bs = tl.load(bs_ptrs, mask=(k0 // 32 + groups_bs)[None, :] < K // 32, other=127,
-                             cache_modifier=CACHE_MODIFIER)
-            a = tl.load(a_ptrs, mask=(k0 // A_K_PER_ITEM + cols_a)[None, :] < K // A_K_PER_ITEM,
-                        other=0)
-            b = tl.load(b_ptrs, mask=(k0 * 8 + cols_b)[None, :] < K * 8, other=0,
-                        cache_modifier=CACHE_MODIFIER)
-            if not SCALES_FIRST:
-                bs = tl.load(bs_ptrs, mask=(k0 // 32 + groups_bs)[None, :] < K // 32,
-                             other=127, cache_modifier=CACHE_MODIFIER)
+        if SCALES_FIRST:
+            bs = load_scale_tile(bs_ptrs, scale_groups, k0, K, EVEN_K, CACHE_MODIFIER)
+        a = load_a_tile(a_ptrs, k0, K, EVEN_K, BLOCK_K, A_PREQUANTIZED)
+        b = load_weight_tile(b_ptrs, k0, K, EVEN_K, CACHE_MODIFIER, BLOCK_K)
+        if not SCALES_FIRST:
+            bs = load_scale_tile(bs_ptrs, scale_groups, k0, K, EVEN_K, CACHE_MODIFIER)
         if A_PREQUANTIZED:
-            if EVEN_K:
-                a_scales = tl.load(as_ptrs)
-            else:
-                a_scales = tl.load(as_ptrs, mask=(k0 // 32 + cols_as)[None, :] < K // 32,
-                                   other=127)
-        if not A_PREQUANTIZED:
+            a_scales = load_a_scale_tile(as_ptrs, k0, K, EVEN_K, BLOCK_K)
+        else:
             a, a_scales = quantize_tile_mxfp4(a, A_ROWS, BLOCK_K, QUANTIZER, QUANT_FAST_PATH,
                                                THREADS)
-        b = _unshuffle_weight_tile(b, BLOCK_N, BLOCK_K)
-        bs = _unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K)
+        b = unshuffle_weight_tile(b, BLOCK_N, BLOCK_K)
+        bs = unshuffle_scale_tile(bs, BLOCK_N, BLOCK_K)
         if WAVE_SPLIT_K > 1:
             a = _k_slices_as_rows(a, WAVE_SPLIT_K)
             a_scales = _k_slices_as_rows(a_scales, WAVE_SPLIT_K)
             b = _k_slices_as_rows(b, WAVE_SPLIT_K)
             bs = _k_slices_as_rows(bs, WAVE_SPLIT_K)
         elif A_ROWS < BLOCK_M:
-            a = _repeated_rows(a, BLOCK_M // A_ROWS)
-            a_scales = _repeated_rows(a_scales, BLOCK_M // A_ROWS)
+            a = repeated_rows(a, BLOCK_M // A_ROWS)
+            a_scales = repeated_rows(a_scales, BLOCK_M // A_ROWS)
         acc = tl.dot_scaled(a, a_scales, "e2m1", b.trans(1, 0), bs, "e2m1", acc=acc)
-        if A_PREQUANTIZED:
-            a_ptrs += BLOCK_K // 2
-            as_ptrs += BLOCK_K // 32
-        else:
-            a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * 8
-        bs_ptrs += BLOCK_K
+        a_ptrs, as_ptrs = next_a_tile(a_ptrs, as_ptrs, stride_ak, BLOCK_K, A_PREQUANTIZED)
+        b_ptrs, bs_ptrs = next_k_tile(b_ptrs, bs_ptrs, BLOCK_K)
 
     if WAVE_SPLIT_K > 1:
         acc = _diagonal_block_sum(acc, WAVE_SPLIT_K)
@@ -224,33 +153,12 @@ def preshuffle_gemm_kernel(
 
 SCALED_MFMA_ROWS, SCALED_MFMA_K = 16, 128   # the smallest scaled MFMA: 16x16x128
 
-def weight_view(b_shuffle):
-    """B_shuffle [N, K/2] (fp4x2 or uint8) -> the kernel's uint8 [N/16, (K/2)*16] view."""
-    n, kb = b_shuffle.shape
-    return b_shuffle.view(torch.uint8).view(n // formats.WEIGHT_TILE_N, kb * formats.WEIGHT_TILE_N)
-
-
-def scales_view(b_scale_sh):
-    """B_scale_sh [pad(N,256), pad(K/32,8)] -> the kernel's uint8 [rows/32, cols*32] view."""
-    rows, cols = b_scale_sh.shape
-    return b_scale_sh.view(torch.uint8).view(rows // formats.SCALE_TILE_ROWS,
-                                                    cols * formats.SCALE_TILE_ROWS)
-
 
 def a_rows(m: int, block_m: int, wave_split_k: int = 1) -> int:
-    """The kernel's A_ROWS: block_m, or the power of two at or above m where that is fewer;
-    with wave_split_k > 1 at least SCALED_MFMA_ROWS / wave_split_k, the rows its stacked
-    product needs."""
-    rows = min(block_m, triton.next_power_of_2(m))
+    """The kernel's A_ROWS: tiles.loaded_a_rows; with wave_split_k > 1 at least
+    SCALED_MFMA_ROWS / wave_split_k, the rows its stacked product needs."""
+    rows = loaded_a_rows(m, block_m)
     return rows if wave_split_k == 1 else max(rows, SCALED_MFMA_ROWS // wave_split_k)
-
-
-def gemm_tiles(m: int, n: int, block_m: int, block_n: int) -> int:
-    return formats.cdiv(m, block_m) * formats.cdiv(n, block_n)
-
-
-def gemm_grid(m: int, n: int, block_m: int, block_n: int, splits: int) -> tuple:
-    return (splits * gemm_tiles(m, n, block_m, block_n), 1, 1)
 
 
 def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
@@ -261,19 +169,15 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
     a is bf16 [M, K], or with a_scales given the codes uint8 [M, K/2] of a quantized A. b and
-    b_scales are the 2-D views of weight_view and scales_view; c is bf16 [M, N] with unit
+    b_scales are the 2-D views of kernels.layouts.cdna4.weight_view and scales_view; c is bf16 [M, N] with unit
     column stride. partials (fp32 [splits, M, N], contiguous) and counters (int32 [tiles],
     zero) are read only when splits > 1 (counters only with reduce_in_gemm); pass c where
     they are unused. splitk_sync: "acq_rel" or "write_through" (AMD), see the kernel's text;
     threads: the program's thread count (a power of two); rows: A_ROWS (default a_rows);
     wave_split_k: WAVE_SPLIT_K.
     """
-    prequantized = a_scales is not None
-    scales = a_scales if prequantized else a
-    return (a, scales, b, b_scales, c, partials, counters, m, n, k,
-            a.stride(0), a.stride(1), scales.stride(0), b.stride(0), b_scales.stride(0),
-            c.stride(0), m * n, n,
-            block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
-            k % split_size == 0, cache_modifier, quantizer, quant_fast_path, prequantized, num_xcds,
-            store_modifier, splitk_sync, threads, scales_first,
-            a_rows(m, block_m, wave_split_k) if rows is None else rows, wave_split_k)
+    return operand_arguments(a, b, b_scales, c, partials, counters, m, n, k, a_scales) + (
+        block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,
+        k % split_size == 0, cache_modifier, quantizer, quant_fast_path, a_scales is not None,
+        num_xcds, store_modifier, splitk_sync, threads, scales_first,
+        a_rows(m, block_m, wave_split_k) if rows is None else rows, wave_split_k)

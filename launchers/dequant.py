@@ -30,7 +30,7 @@ import torch
 
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.dequantize import dequantize_kernel, dequantize_launch
-from mxfp4_mm.kernels.preshuffle_gemm import scales_view, weight_view
+from mxfp4_mm.kernels.layouts.cdna4 import scales_view, weight_view
 from mxfp4_mm.kernels.quantize import checked_quantizer, quantized_outputs
 from mxfp4_mm.launchers.bypass import KernelLaunch, aligned, backend_options
 from mxfp4_mm.launchers.configs import GemmConfig

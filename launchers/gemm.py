@@ -27,10 +27,11 @@ import torch
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.quantize import (checked_quantizer, quantize_kernel, quantize_launch,
                               quantized_outputs)
-from mxfp4_mm.kernels.preshuffle_gemm import (a_rows, gemm_arguments, gemm_grid, gemm_tiles,
-                                     preshuffle_gemm_kernel, scales_view, weight_view)
+from mxfp4_mm.kernels.layouts.cdna4 import scales_view, weight_view
+from mxfp4_mm.kernels.preshuffle_gemm import a_rows, gemm_arguments, preshuffle_gemm_kernel
 from mxfp4_mm.kernels.hopper_gemm import hopper_arguments, hopper_gemm_kernel
 from mxfp4_mm.kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
+from mxfp4_mm.kernels.tiles import gemm_grid, gemm_tiles
 from mxfp4_mm.launchers.bypass import KernelLaunch, aligned, backend_options
 from mxfp4_mm.launchers.configs import GemmConfig
 from mxfp4_mm.launchers.proof import SPLIT_K_REPEATS

@@ -1,8 +1,8 @@
 """Tests of kernels/formats.py against hand-computed values and torchao.
 
 Expected values follow aiter's rules as docs/formats.md writes them: the block scale, the
-E2M1 table, the packing, e8m0_shuffle, the decode and shuffle_weight. They are written out by
-hand here, never computed by the module under test.
+E2M1 table, the packing and the decode. They are written out by hand here, never computed by
+the module under test. The shuffles are kernels.layouts.cdna4's (tests/test_layouts_cdna4.py).
 """
 
 import math
@@ -12,20 +12,17 @@ import pytest
 import torch
 
 from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.layouts import cdna4
 from mxfp4_mm.kernels.formats import (
     cdiv,
     dequantize_mxfp4,
     e2m1_codes,
     e2m1_to_f32,
-    e8m0_shuffle,
     e8m0_to_f32,
-    e8m0_unshuffle,
     pad_to,
     quantize_mxfp4,
     scale_byte_and_multiplier,
     scales_padded_shape,
-    shuffle_weight,
-    unshuffle_weight,
 )
 
 # E2M1 code -> value, written out from spec §1.3 / §2.3 (independent of formats.E2M1_VALUES).
@@ -564,201 +561,13 @@ def test_round_trip_on_grid_and_within_half_step(magnitude):
     assert (amax < 4.0).any()
 
 
-# ----------------------------------------------------------------------------- shuffle_weight
-
-def _weight_flat_index(n, kb, kbytes):
-    n0, n1 = divmod(n, 16)
-    k0, rem = divmod(kb, 32)
-    k1, k2 = divmod(rem, 16)
-    return n0 * 16 * kbytes + k0 * 512 + k1 * 256 + n1 * 16 + k2
-
-
-def test_shuffle_weight_index_formula():
-    N, KB = 32, 64
-    rows = torch.arange(N, dtype=torch.uint8).view(N, 1).expand(N, KB).contiguous()
-    cols = torch.arange(KB, dtype=torch.uint8).view(1, KB).expand(N, KB).contiguous()
-    out_r = shuffle_weight(rows).flatten().tolist()
-    out_c = shuffle_weight(cols).flatten().tolist()
-    seen = set()
-    for n in range(N):
-        for kb in range(KB):
-            p = _weight_flat_index(n, kb, KB)
-            assert (out_r[p], out_c[p]) == (n, kb)
-            seen.add(p)
-    assert len(seen) == N * KB
-
-
-def test_shuffle_weight_index_formula_random_bytes():
-    N, KB = 48, 96
-    w = torch.randint(0, 256, (N, KB), dtype=torch.uint8, generator=torch.Generator().manual_seed(3))
-    out = shuffle_weight(w).flatten().tolist()
-    wl = w.tolist()
-    for n in range(N):
-        for kb in range(KB):
-            assert out[_weight_flat_index(n, kb, KB)] == wl[n][kb]
-
-
-def test_shuffle_weight_hip_group_formula():
-    # spec §3: row x, MX group y (16 bytes) lands at (x>>4)*16*Kb + (x&15)*16 + (y>>1)*512 + (y&1)*256.
-    N, KB = 32, 64
-    w = torch.randint(0, 256, (N, KB), dtype=torch.uint8, generator=torch.Generator().manual_seed(4))
-    out = shuffle_weight(w).flatten()
-    for x in range(N):
-        for y in range(KB // 16):
-            start = (x >> 4) * 16 * KB + (x & 15) * 16 + (y >> 1) * 512 + (y & 1) * 256
-            assert torch.equal(out[start:start + 16], w[x, 16 * y:16 * y + 16])
-
-
-def test_shuffle_weight_first_tile_by_hand():
-    # Kb = 32: the first 256 bytes are rows 0..15, bytes 0..15; the next 256 are bytes 16..31.
-    w = torch.arange(16 * 32, dtype=torch.int32).remainder(256).to(torch.uint8).view(16, 32)
-    out = shuffle_weight(w).flatten().tolist()
-    assert out[0:16] == list(range(0, 16))           # row 0, bytes 0..15
-    assert out[16:32] == list(range(32, 48))         # row 1, bytes 0..15
-    assert out[256:272] == list(range(16, 32))       # row 0, bytes 16..31
-
-
-@pytest.mark.parametrize("shape", [(16, 32), (32, 64), (64, 96), (128, 256)])
-def test_shuffle_unshuffle_weight_inverse(shape):
-    gen = torch.Generator().manual_seed(shape[0] * 1000 + shape[1])
-    w = torch.randint(0, 256, shape, dtype=torch.uint8, generator=gen)
-    s = shuffle_weight(w)
-    assert s.shape == w.shape and s.dtype == torch.uint8
-    assert not torch.equal(s, w)
-    assert torch.equal(unshuffle_weight(s), w)
-    assert torch.equal(shuffle_weight(unshuffle_weight(w)), w)
-
-
-def test_shuffle_weight_fp4x2_dtype():
-    w = torch.randint(0, 256, (32, 64), dtype=torch.uint8, generator=torch.Generator().manual_seed(5))
-    w4 = w.view(torch.float4_e2m1fn_x2)
-    s4 = shuffle_weight(w4)
-    assert s4.dtype == torch.float4_e2m1fn_x2 and s4.shape == (32, 64)
-    assert torch.equal(s4.view(torch.uint8), shuffle_weight(w))
-    u4 = unshuffle_weight(s4)
-    assert u4.dtype == torch.float4_e2m1fn_x2
-    assert torch.equal(u4.view(torch.uint8), w)
-
-
-@pytest.mark.parametrize("shape", [(8, 32), (24, 64), (17, 32), (16, 48), (16, 16)])
-@pytest.mark.parametrize("fn", [shuffle_weight, unshuffle_weight])
-def test_shuffle_weight_rejects_bad_shapes(fn, shape):
-    with pytest.raises(ValueError):
-        fn(torch.zeros(shape, dtype=torch.uint8))
-
-
-# ----------------------------------------------------------------------------- e8m0_shuffle
-
-def _scale_flat_index(r, c, sn):
-    r0, rem = divmod(r, 32)
-    r1, r2 = divmod(rem, 16)
-    c0, crem = divmod(c, 8)
-    c1, c2 = divmod(crem, 4)
-    return r0 * 32 * sn + c0 * 256 + c2 * 64 + r2 * 4 + c1 * 2 + r1
-
-
-@pytest.mark.parametrize("rows,cols,expected", [(40, 12, (256, 16)), (1, 1, (256, 8)),
-                                                (256, 8, (256, 8)), (300, 9, (512, 16))])
-def test_e8m0_shuffle_shape(rows, cols, expected):
-    out = e8m0_shuffle(torch.zeros(rows, cols, dtype=torch.uint8))
-    assert out.shape == expected and out.dtype == torch.uint8
-
-
-def test_e8m0_shuffle_index_formula():
-    R, C = 40, 12
-    sm, sn = 256, 16
-    rr = torch.arange(R, dtype=torch.uint8).view(R, 1).expand(R, C).contiguous()
-    cc = torch.arange(C, dtype=torch.uint8).view(1, C).expand(R, C).contiguous()
-    out_r = e8m0_shuffle(rr, pad_value=0xFF).flatten().tolist()
-    out_c = e8m0_shuffle(cc, pad_value=0xFF).flatten().tolist()
-    hit = set()
-    for r in range(R):
-        for c in range(C):
-            p = _scale_flat_index(r, c, sn)
-            assert (out_r[p], out_c[p]) == (r, c)
-            hit.add(p)
-    assert len(hit) == R * C
-    for p in range(sm * sn):
-        if p not in hit:
-            assert out_r[p] == 0xFF and out_c[p] == 0xFF
-
-
-def test_e8m0_shuffle_index_formula_over_padded_range():
-    # The formula holds for pad positions too: feed a full [256, 16] tensor.
-    sm, sn = 256, 16
-    s = torch.randint(0, 256, (sm, sn), dtype=torch.uint8, generator=torch.Generator().manual_seed(6))
-    out = e8m0_shuffle(s).flatten().tolist()
-    sl = s.tolist()
-    for r in range(sm):
-        for c in range(sn):
-            assert out[_scale_flat_index(r, c, sn)] == sl[r][c]
-
-
-def test_e8m0_shuffle_first_chunk_by_hand():
-    # Bytes 0..7 of the first 256-byte chunk: (r2=0, c2=0): c1,r1 in {0,1} -> S[0,0], S[16,0],
-    # S[0,4], S[16,4]; then r2=1: S[1,0], S[17,0], S[1,4], S[17,4]. Byte 64 is S[0,1].
-    s = torch.arange(32 * 8, dtype=torch.int32).to(torch.uint8).view(32, 8)   # S[r,c] = 8r + c
-    out = e8m0_shuffle(s).flatten().tolist()
-    assert out[:8] == [0, 128, 4, 132, 8, 136, 12, 140]
-    assert out[64] == 1
-
-
-@pytest.mark.parametrize("pad_value", [0, 0xFF])
-def test_e8m0_shuffle_padding_value(pad_value):
-    R, C = 40, 12
-    s = torch.randint(1, 255, (R, C), dtype=torch.uint8, generator=torch.Generator().manual_seed(8))
-    out = e8m0_shuffle(s, pad_value=pad_value).flatten()
-    mask = torch.ones(256 * 16, dtype=torch.bool)
-    for r in range(R):
-        for c in range(C):
-            mask[_scale_flat_index(r, c, 16)] = False
-    assert mask.sum().item() == 256 * 16 - R * C
-    assert (out[mask] == pad_value).all()
-    assert ((out[~mask] != 0) & (out[~mask] != 255)).all()
-
-
-def test_e8m0_shuffle_default_pad_is_zero():
-    out = e8m0_shuffle(torch.full((1, 1), 127, dtype=torch.uint8))
-    assert out.flatten()[0].item() == 127
-    assert out.sum().item() == 127
-
-
-@pytest.mark.parametrize("rows,cols", [(1, 1), (40, 12), (256, 8), (300, 9), (512, 24)])
-def test_e8m0_shuffle_round_trip(rows, cols):
-    gen = torch.Generator().manual_seed(rows * 100 + cols)
-    s = torch.randint(0, 256, (rows, cols), dtype=torch.uint8, generator=gen)
-    sh = e8m0_shuffle(s, pad_value=0xFF)
-    back = e8m0_unshuffle(sh, rows, cols)
-    assert back.shape == (rows, cols)
-    assert torch.equal(back, s)
-
-
-def test_e8m0_unshuffle_then_shuffle_full():
-    gen = torch.Generator().manual_seed(9)
-    p = torch.randint(0, 256, (512, 16), dtype=torch.uint8, generator=gen)
-    assert torch.equal(e8m0_shuffle(e8m0_unshuffle(p, 512, 16)), p)
-
-
-def test_e8m0_shuffle_keeps_e8m0_dtype():
-    s = torch.randint(0, 255, (40, 12), dtype=torch.uint8, generator=torch.Generator().manual_seed(10))
-    se = s.view(torch.float8_e8m0fnu)
-    sh = e8m0_shuffle(se, pad_value=0xFF)
-    assert sh.dtype == torch.float8_e8m0fnu and sh.shape == (256, 16)
-    assert torch.equal(sh.view(torch.uint8), e8m0_shuffle(s, pad_value=0xFF))
-    back = e8m0_unshuffle(sh, 40, 12)
-    assert back.dtype == torch.float8_e8m0fnu
-    assert torch.equal(back.view(torch.uint8), s)
-
-
-def test_e8m0_shuffle_gemm_view_rows():
-    # spec §2.1: the GEMM reads [sm/32, sn*32]; row r0 holds exactly the rows 32*r0..32*r0+31.
-    s = torch.randint(0, 256, (64, 8), dtype=torch.uint8, generator=torch.Generator().manual_seed(11))
-    sh = e8m0_shuffle(s).view(256 // 32, 8 * 32)
-    for r0 in range(2):
-        assert sorted(sh[r0].tolist()) == sorted(s[32 * r0:32 * r0 + 32].flatten().tolist())
-    assert (sh[2:] == 0).all()
-
-
 def test_module_constants():
     assert formats.MX_BLOCK == 32
     assert list(formats.E2M1_VALUES) == E2M1_TABLE
+
+
+def test_the_layouts_host_functions_are_named_here_too():
+    # README and the launchers take them from formats; their home is kernels.layouts.cdna4.
+    for name in ("shuffle_weight", "unshuffle_weight", "e8m0_shuffle", "e8m0_unshuffle",
+                 "WEIGHT_TILE_N", "WEIGHT_TILE_BYTES", "SCALE_TILE_ROWS"):
+        assert getattr(formats, name) is getattr(cdna4, name), name

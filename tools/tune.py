@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from mxfp4_mm.kernels.preshuffle_gemm import gemm_tiles
+from mxfp4_mm.kernels.tiles import gemm_tiles
 from mxfp4_mm.launchers.configs import non_default_fields
 
 ROOT = Path(__file__).resolve().parents[1]
