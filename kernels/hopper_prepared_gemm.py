@@ -39,9 +39,9 @@ import triton.language as tl
 
 from mxfp4_mm.kernels.hopper_gemm import dequantize_tile
 from mxfp4_mm.kernels.layouts import hopper as layout
-from mxfp4_mm.kernels.preshuffle_gemm import _repeated_rows, _tile_coordinates, a_rows
 from mxfp4_mm.kernels.quantize import INTERPRETED, quantize_tile_mxfp4
 from mxfp4_mm.kernels.splitk_reduce import store_output_tile
+from mxfp4_mm.kernels.tiles import loaded_a_rows, repeated_rows, tile_coordinates
 
 BLOCK_K = tl.constexpr(layout.K_ALIGN)
 NAN_SCALE = tl.constexpr(layout.NAN_SCALE)
@@ -183,18 +183,16 @@ def dequantize_weight_tile(halves, scales, BLOCK_N: tl.constexpr, WIDE_SCALES: t
 
 @triton.jit
 def hopper_prepared_gemm_kernel(
-    a_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr,
-    M, N, K, K_UNITS,
-    stride_am, stride_ak,
-    stride_cm, stride_ps, stride_pm,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, A_ROWS: tl.constexpr,
-    SPLIT_K: tl.constexpr, SPLIT_K_SIZE: tl.constexpr, REDUCE_IN_GEMM: tl.constexpr,
-    EVEN_K: tl.constexpr, CACHE_MODIFIER: tl.constexpr, A_DEQUANTIZED: tl.constexpr,
-    WIDE_SCALES: tl.constexpr, THREADS: tl.constexpr, PREFETCH: tl.constexpr,
+    a_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr, M, N, K, K_UNITS,
+    stride_am, stride_ak, stride_cm, stride_ps, stride_pm,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, A_ROWS: tl.constexpr, SPLIT_K: tl.constexpr,
+    SPLIT_K_SIZE: tl.constexpr, REDUCE_IN_GEMM: tl.constexpr, EVEN_K: tl.constexpr,
+    CACHE_MODIFIER: tl.constexpr, A_DEQUANTIZED: tl.constexpr, WIDE_SCALES: tl.constexpr,
+    THREADS: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     pid = tl.program_id(0)
     pid_k = pid % SPLIT_K
-    pid_m, pid_n = _tile_coordinates(pid // SPLIT_K, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = tile_coordinates(pid // SPLIT_K, M, N, BLOCK_M, BLOCK_N, GROUP_M)
     KC: tl.constexpr = BLOCK_K // 64
     W: tl.constexpr = BLOCK_N // 16
     R: tl.constexpr = KC * W * 8
@@ -247,7 +245,7 @@ def hopper_prepared_gemm_kernel(
             a, a_scales = quantize_tile_mxfp4(a, A_ROWS, BLOCK_K, "software", False, THREADS)
             a = dequantize_tile(a, a_scales, A_ROWS, BLOCK_K)
         if A_ROWS < BLOCK_M:
-            a = _repeated_rows(a, BLOCK_M // A_ROWS)
+            a = repeated_rows(a, BLOCK_M // A_ROWS)
         b = dequantize_weight_tile(b, bs.to(tl.uint32, bitcast=True), BLOCK_N, WIDE_SCALES)
         acc = tl.dot(b, a.trans(1, 0), acc)
         a_ptrs += BLOCK_K * stride_ak
@@ -277,6 +275,7 @@ def prepared_arguments(a, weight, c, partials, counters, m, *, block_m, block_n,
     n, k = weight.n, weight.k
     return (a, b, b_scales, c, partials, counters, m, n, k, b.shape[1],
             a.stride(0), a.stride(1), c.stride(0), m * n, n,
-            block_m, block_n, block_m if a_dequantized else a_rows(m, block_m), splits, split_size, reduce_in_gemm,
+            block_m, block_n, block_m if a_dequantized else loaded_a_rows(m, block_m), splits,
+            split_size, reduce_in_gemm,
             k % split_size == 0, cache_modifier, a_dequantized, weight.wide_scales, threads,
             prefetch)
