@@ -36,7 +36,7 @@ from mxfp4_mm.kernels.dequantize import dequantize_kernel, dequantize_launch
 from mxfp4_mm.kernels.hopper_prepared_gemm import (hopper_prepared_gemm_kernel,
                                                    prepared_arguments, weight_arguments)
 from mxfp4_mm.kernels.layouts import hopper as layout
-from mxfp4_mm.kernels.preshuffle_gemm import gemm_tiles
+from mxfp4_mm.kernels.tiles import gemm_tiles
 from mxfp4_mm.kernels.quantize import quantized_outputs
 from mxfp4_mm.launchers.bypass import KernelLaunch, aligned, backend_options
 from mxfp4_mm.launchers.gemm import (QUANTIZE_TENSOR_ARGS, LaunchSpec, counter_rows,
