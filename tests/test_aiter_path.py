@@ -4,7 +4,8 @@ Decisions of launchers.aiter_path:
 - available: aiter's three functions import; any error while importing means unavailable;
 - a call: A quantized by aiter's quantizer, its scales shuffled, then gemm_a4w4 with the codes
   and weight as fp4x2, the scales as e8m0, bf16 output and the preshuffled weight; the
-  output cut to the launcher's M rows.
+  output cut to the launcher's M rows;
+- the launcher's contract: its config the "aiter" path's, no launch of ours.
 """
 
 import builtins
@@ -65,8 +66,11 @@ def test_a_call_quantizes_shuffles_and_multiplies_with_the_preshuffled_weight(mo
     assert torch.equal(out.float(), torch.arange(m * n, dtype=torch.float32).view(m, n))
 
 
-def test_the_launcher_names_what_serves():
-    """What tools.check prints as the config of the shape's launcher (aiter's has no GemmConfig)."""
+def test_the_launcher_states_its_config_and_has_no_kernel_of_ours():
+    """Its config is the "aiter" path's from construction on, as every launcher's is
+    (launchers.launcher): what tools.check and tools.bench print."""
     launcher = aiter_path.AiterLauncher(3, 32)
-    assert launcher.config == "aiter dynamic_mxfp4_quant + gemm_a4w4"
+    assert launcher.config == aiter_path.AITER_CONFIG and launcher.config.label == "aiter"
     assert (launcher.splits, launcher.launches_per_call, launcher.is_direct) == (1, 3, False)
+    assert launcher.launch_resources() == launcher.spilling_launches() == {}
+    assert launcher.proof_repeats == 0 and launcher.rung is None

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
+from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
 from mxfp4_mm.tools import bench
 from mxfp4_mm.tools.cli import UsageError, parse_shapes
 
@@ -154,7 +154,7 @@ def test_the_host_timed_launch_gets_the_launchers_own_arguments(device, split_k)
 
     from mxfp4_mm import reference
     from mxfp4_mm.launchers import current_target
-    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     from mxfp4_mm.launchers.gemm import GemmLauncher
     m, n, k = 4, 64, 512
     data = reference.generate_input(m, n, k, seed=3, device=device)

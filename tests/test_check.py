@@ -74,7 +74,7 @@ def fake_submission(monkeypatch):
     from mxfp4_mm import launchers
     from mxfp4_mm import reference
     from mxfp4_mm import submission
-    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     seen = {"seeds": [], "launchers": []}
 
     def generate_input(m, n, k, seed):

@@ -8,8 +8,9 @@ Decisions tested, each by what it changes:
 - launchers.dequant: the reference's check and the ladder's proof at odd shapes (M no multiple
   of a tile, K % 128 != 0, A strided, N in chunks with a last smaller one), the same bytes on
   every call, the reduced-precision flag restored, the chunk bounded and checked;
-- launchers.configs: the fields a path reads, labels, the lookup serving "dequant" from
-  vendor_gemm_from_m on NVIDIA before sm_100 only, after table and file entries;
+- launchers.gemm_config and launchers.configs: the fields a path reads, labels, the lookup
+  serving "dequant" from the target's vendor_gemm_from_m on NVIDIA before sm_100 only, after
+  table and file entries;
 - the tuned-shapes file naming "dequant" and "aiter" per (N, K, M bucket);
 - "aiter" refused in one line where aiter does not import;
 - the candidates of the import-time tuner and tools.tune at large M;
@@ -30,12 +31,13 @@ import torch
 from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.dequantize import dequantize_to_bf16
-from mxfp4_mm.launchers import (aiter_path, candidates, configs, current_target, dequant, ladder,
-                                tuner)
-from mxfp4_mm.launchers.configs import (AITER_CONFIG, DEQUANT_CONFIG, VENDOR_GEMM_FROM_M, GemmConfig,
-                               config_from_fields, config_lookup, heuristic_config,
-                               vendor_gemm_from_m)
+from mxfp4_mm.launchers import aiter_path, configs, current_target, dequant, ladder, tuner
+from mxfp4_mm.launchers.aiter_path import AITER_CONFIG
+from mxfp4_mm.launchers.configs import config_lookup
+from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG, GemmConfig, config_from_fields
+from mxfp4_mm.launchers.heuristics import heuristic_config
 from mxfp4_mm.launchers.paths import build_launcher
+from mxfp4_mm.launchers.targets import GFX950, SM90, target_facts
 from mxfp4_mm.launchers.tuned_shapes import file_entry, load_configs, write_configs
 
 ODD = (37, 96, 320)       # M no multiple of a tile, N = 3 * 32, K = 5 * 64
@@ -179,15 +181,15 @@ def test_paths_read_their_fields_only_and_their_labels_name_them():
                                           ("gfx950", False), ("interpreter", False)])
 def test_the_lookup_serves_dequant_from_the_threshold_on_nvidia_before_sm100(arch, served):
     n, k = 4096, 4096
-    assert (vendor_gemm_from_m(arch) is not None) == served
-    for m in (VENDOR_GEMM_FROM_M, 4 * VENDOR_GEMM_FROM_M):
+    assert (target_facts(arch).vendor_gemm_from_m is not None) == served
+    for m in (SM90.vendor_gemm_from_m, 4 * SM90.vendor_gemm_from_m):
         assert (config_lookup(arch, m, n, k) == (DEQUANT_CONFIG, "heuristic")) == served
-    below = config_lookup(arch, VENDOR_GEMM_FROM_M - 1, n, k)[0]
+    below = config_lookup(arch, SM90.vendor_gemm_from_m - 1, n, k)[0]
     assert below.path == "preshuffle"
 
 
 def test_table_and_file_entries_come_before_the_dequant_path(tmp_path):
-    m, n, k = 2 * VENDOR_GEMM_FROM_M, 4096, 4096
+    m, n, k = 2 * SM90.vendor_gemm_from_m, 4096, 4096
     entry = GemmConfig(128, 128, 256, quantize_a_once=True)
     configs.add_entries("sm_90", {}, {(n, k, configs.m_bucket(m)): entry})
     assert config_lookup("sm_90", m, n, k) == (entry, "bucket")
@@ -222,7 +224,7 @@ def test_aiter_is_refused_in_one_line_where_it_does_not_import(monkeypatch):
 # ----------------------------------------------------------------------------- candidates
 
 def test_the_import_time_tuner_offers_dequant_from_the_threshold_and_the_fused_gemm_beside_it():
-    m, n, k = VENDOR_GEMM_FROM_M, 2048, 512
+    m, n, k = SM90.vendor_gemm_from_m, 2048, 512
     found = tuner.candidate_configs("sm_90", (m, n, k))
     assert found[0] == DEQUANT_CONFIG and heuristic_config("sm_90", m, n, k) in found
     assert all(c.path == "preshuffle" for c in tuner.candidate_configs("sm_90", (m - 1, n, k)))
@@ -232,7 +234,7 @@ def test_the_import_time_tuner_offers_dequant_from_the_threshold_and_the_fused_g
 @pytest.mark.parametrize("imports", [True, False])
 def test_aiter_is_a_candidate_on_gfx950_at_large_m_where_it_imports(monkeypatch, imports):
     monkeypatch.setattr(aiter_path, "available", lambda: imports)
-    m = candidates.AITER_CANDIDATE_FROM_M
+    m = GFX950.aiter_candidate_from_m
     assert (AITER_CONFIG in tuner.candidate_configs("gfx950", (m, 4096, 4096))) == imports
     assert AITER_CONFIG not in tuner.candidate_configs("gfx950", (m - 1, 4096, 4096))
     assert AITER_CONFIG not in tuner.candidate_configs("sm_90", (m, 4096, 4096))
@@ -243,7 +245,7 @@ def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_can
     """tune() on sm_89 (no listed candidates): at the threshold it builds the fused heuristic
     beside the served dequant launcher and times both; below it, it tunes nothing."""
     from mxfp4_mm.launchers.proof import reference_output
-    shape = (VENDOR_GEMM_FROM_M, 32, 64)
+    shape = (SM90.vendor_gemm_from_m, 32, 64)
     built = []
 
     class Right:
@@ -274,7 +276,7 @@ def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_can
     replacements = tuner.tune([shape], lambda s: served, "cpu", "sm_89", "cuda")
     assert built == [heuristic_config("sm_89", *shape)] and list(replacements) == [shape]
     assert "dequant 32x32x256 w8" in capsys.readouterr().err
-    below = (VENDOR_GEMM_FROM_M - 1, 32, 64)
+    below = (SM90.vendor_gemm_from_m - 1, 32, 64)
     served_below = Right(config_lookup("sm_89", *below)[0])
     assert tuner.tune([below], lambda s: served_below, "cpu", "sm_89", "cuda") == {}
     assert capsys.readouterr().err == ""
@@ -283,10 +285,10 @@ def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_can
 def test_tools_tune_tries_the_other_paths_first_and_refines_none_of_them(monkeypatch):
     from mxfp4_mm.tools import tune
     monkeypatch.setattr(aiter_path, "available", lambda: True)
-    m = VENDOR_GEMM_FROM_M
+    m = SM90.vendor_gemm_from_m
     assert tune.tile_candidates("sm_90", m, 4096, 4096, 132)[0] == DEQUANT_CONFIG
     assert DEQUANT_CONFIG not in tune.tile_candidates("sm_90", m - 1, 4096, 4096, 132)
-    assert tune.tile_candidates("gfx950", candidates.AITER_CANDIDATE_FROM_M, 4096, 4096,
+    assert tune.tile_candidates("gfx950", GFX950.aiter_candidate_from_m, 4096, 4096,
                                 256)[0] == AITER_CONFIG
     assert tune.refine_candidates("sm_90", DEQUANT_CONFIG, 4096) == []
 
@@ -316,7 +318,7 @@ def test_the_vendor_gemm_threshold_is_where_dequant_wins_from_on_every_n_k():
 
 _CROSS_COMPILE = """
 import json, torch
-from mxfp4_mm.launchers.configs import DEQUANT_CONFIG
+from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG
 from mxfp4_mm.launchers.dequant import dequant_launch_specs
 from mxfp4_mm.tools.gfx950.cross_compile import GFX950, SM90, compile_for
 from mxfp4_mm.tools.gfx950.report import _metadata_int

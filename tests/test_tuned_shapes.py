@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from mxfp4_mm.launchers import configs, tuned_shapes
-from mxfp4_mm.launchers.configs import (GEMM_CONFIGS, M_BUCKET_CAP, GemmConfig, config_lookup,
-                               heuristic_config, m_bucket, note_untuned, untuned_shapes)
+from mxfp4_mm.launchers.configs import (GEMM_CONFIGS, M_BUCKET_CAP, config_lookup, m_bucket,
+                                        note_untuned, untuned_shapes)
+from mxfp4_mm.launchers.gemm_config import GemmConfig
+from mxfp4_mm.launchers.heuristics import heuristic_config
 from mxfp4_mm.launchers.tuned_shapes import ConfigFileError, file_entry, load_configs, write_configs
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -24,7 +24,10 @@ import dataclasses
 import pytest
 
 from mxfp4_mm.launchers import candidates, ladder, tuner
-from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, GemmConfig, config_for
+from mxfp4_mm.launchers.configs import config_for
+from mxfp4_mm.launchers.gemm_config import GemmConfig
+from mxfp4_mm.launchers.launcher import Launcher
+from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES
 
 SHAPE = (4, 2880, 512)
 CONFIGS = [GemmConfig(16, 32, 512), GemmConfig(16, 64, 512), GemmConfig(16, 32, 256, split_k=2)]
@@ -103,11 +106,12 @@ def test_a_failing_or_wrong_candidate_is_never_timed_and_never_wins():
     assert result.rows[2].times is None and "ProofFailure" in result.rows[2].reason
 
 
-class WrongLauncher:
-    is_direct = False
-
+class WrongLauncher(Launcher):
     def __init__(self, *args, **kwargs):   # also stands in for build_launcher(config, ...)
         pass
+
+    def kernel_launches(self):
+        return {}
 
     def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
         import torch
