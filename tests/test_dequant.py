@@ -36,6 +36,7 @@ from mxfp4_mm.launchers.aiter_path import AITER_CONFIG
 from mxfp4_mm.launchers.configs import config_lookup
 from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG, GemmConfig, config_from_fields
 from mxfp4_mm.launchers.heuristics import heuristic_config
+from mxfp4_mm.launchers.launcher import Launcher
 from mxfp4_mm.launchers.paths import build_launcher
 from mxfp4_mm.launchers.targets import GFX950, SM90, target_facts
 from mxfp4_mm.launchers.tuned_shapes import file_entry, load_configs, write_configs
@@ -122,7 +123,9 @@ def test_n_of_16_rows_past_a_scale_tile_is_proven_whole_and_as_a_last_chunk(devi
 
 
 class SkippedLaunch:
+    """A KernelLaunch (launchers.bypass) that launches nothing."""
     is_direct = False
+    registers = spilled_registers = None
 
     def __call__(self, *arguments):
         pass
@@ -248,11 +251,14 @@ def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_can
     shape = (SM90.vendor_gemm_from_m, 32, 64)
     built = []
 
-    class Right:
+    class Right(Launcher):
         def __init__(self, config, *args, **kwargs):
             self.config, self.quantizer = config, "software"
             self.rung = ladder.QUANTIZER_RUNGS["software"]
             built.append(config)
+
+        def kernel_launches(self):
+            return {}
 
         def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
             codes = formats.unshuffle_weight(b_shuffle)
