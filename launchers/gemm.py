@@ -37,12 +37,8 @@ from mxfp4_mm.launchers.bypass import KernelLaunch, aligned, backend_options
 from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.launchers.launcher import Launcher
 from mxfp4_mm.launchers.proof import SPLIT_K_REPEATS
+from mxfp4_mm.launchers.targets import backend_facts
 
-WARP_SIZE = {"hip": 64}   # 32 elsewhere
-# Backends whose GEMM quantizes A without the uniform fast path (kernels/quantize.py): on the
-# H200 it made the fused GEMM slower (tools.bench geomean 18.60 µs with it, 17.32 without,
-# 2026-12-04); the hardware quantizer always has it.
-WITHOUT_QUANT_FAST_PATH = ("cuda",)
 QUANTIZE_THREADS = 256   # per program: 4 waves on AMD, 8 warps on NVIDIA
 
 
@@ -86,23 +82,20 @@ def _partials(m, n, splits, device):
 
 
 def threads_per_program(num_warps: int, backend: str) -> int:
-    return WARP_SIZE.get(backend, 32) * num_warps
+    return backend_facts(backend).warp_size * num_warps
 
 
 def program_rows(config: GemmConfig, backend: str, m: int, a_prequantized: bool) -> int:
-    """The GEMM's A_ROWS: kernels.preshuffle_gemm.a_rows, but BLOCK_M for a prequantized A on
-    AMD, where Triton 3.6 cannot lower repeated loaded codes (an assertion in its matmul
-    lowering, seen cross-compiling for gfx950)."""
-    if a_prequantized and backend == "hip":
+    """The GEMM's A_ROWS: kernels.preshuffle_gemm.a_rows, but BLOCK_M for a prequantized A
+    where the backend cannot repeat its loaded codes (Backend.repeats_loaded_codes)."""
+    if a_prequantized and not backend_facts(backend).repeats_loaded_codes:
         return config.block_m
     return a_rows(m, config.block_m, config.wave_split_k)
 
 
 def splitk_sync(backend: str) -> str:
-    """How an in-kernel split-K reduce hands the partials to the tile's last program
-    (kernels.preshuffle_gemm): written through on AMD, where a release/acquire pair writes back
-    and invalidates a whole L2; a release/acquire counter elsewhere."""
-    return "write_through" if backend == "hip" else "acq_rel"
+    """How an in-kernel split-K reduce hands the partials over (Backend.splitk_sync)."""
+    return backend_facts(backend).splitk_sync
 
 
 IN_FLIGHT_CALLS = 1024          # counter rows per launcher, if they fit COUNTER_WORDS
@@ -129,7 +122,7 @@ def quantize_spec(backend: str, m: int, k: int, a_strides: tuple, device, quanti
     [M, K/2] and [M, K/32], given) from a bf16 A [M, K] of the given strides."""
     a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
     grid, arguments = quantize_launch(a, codes, scales, quantizer,
-                                      backend not in WITHOUT_QUANT_FAST_PATH, QUANTIZE_THREADS)
+                                      backend_facts(backend).quant_fast_path, QUANTIZE_THREADS)
     warps = QUANTIZE_THREADS // threads_per_program(1, backend)
     return LaunchSpec("quantize", quantize_kernel, grid,
                       backend_options(backend, num_warps=warps, num_stages=1, waves_per_eu=0,
@@ -182,7 +175,7 @@ def preshuffle_gemm_arguments(config, backend, m, n, k, operands, plan, quantize
                           block_k=config.block_k, group_m=config.group_m, splits=plan.splits,
                           split_size=plan.split_size, reduce_in_gemm=plan.reduce_in_gemm,
                           cache_modifier=config.cache_modifier, quantizer=quantizer,
-                          quant_fast_path=backend not in WITHOUT_QUANT_FAST_PATH,
+                          quant_fast_path=backend_facts(backend).quant_fast_path,
                           a_scales=operands.a_scales, num_xcds=config.num_xcds,
                           store_modifier=config.store_modifier,
                           splitk_sync=splitk_sync(backend),

@@ -7,6 +7,10 @@ sm_90's rules on NVIDIA, gfx950's elsewhere), with none of the facts measured on
 Every module that decides by chip reads it here: the config lookup (launchers.configs), the
 heuristics (launchers.heuristics), the ladder, the path candidates, the fit checks and the tools
 that cross-compile or tune.
+
+`backend_facts(backend)` is the Backend of a Triton backend ("hip", "cuda"; the interpreter
+and any other take GENERIC_BACKEND): what the launches of every chip of that vendor share,
+which launchers.gemm and launchers.bypass read.
 """
 
 import re
@@ -79,3 +83,32 @@ def target_facts(arch: str) -> Target:
         return Target(arch, "nvidia", "sm_90",
                       vendor_gemm_from_m=None if fp4_mma else SM90.vendor_gemm_from_m)
     return Target(arch, "amd", "gfx950")
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    warp_size: int                 # threads of a warp (a wave on AMD)
+    # The fused GEMM's quantizer takes the uniform fast path (kernels/quantize.py). Not on
+    # CUDA: on the H200 it made the fused GEMM slower (tools.bench geomean 18.60 µs with it,
+    # 17.32 without, 2026-12-04); the hardware quantizer always has it.
+    quant_fast_path: bool
+    # How an in-kernel split-K reduce hands the partials to the tile's last program
+    # (kernels.preshuffle_gemm): written through on AMD, where a release/acquire pair writes
+    # back and invalidates a whole L2; a release/acquire counter elsewhere.
+    splitk_sync: str
+    hip_options: bool              # waves_per_eu and matrix_instr_nonkdim are compile options
+    # A prequantized A's loaded codes may be repeated to the MMA's rows (A_ROWS < BLOCK_M): not
+    # on AMD, where Triton 3.6 cannot lower them (an assertion in its matmul lowering, seen
+    # cross-compiling for gfx950).
+    repeats_loaded_codes: bool
+
+
+BACKENDS = {"hip": Backend("hip", 64, True, "write_through", True, False),
+            "cuda": Backend("cuda", 32, False, "acq_rel", False, True)}
+GENERIC_BACKEND = Backend("generic", 32, True, "acq_rel", False, True)
+
+
+def backend_facts(backend: str) -> Backend:
+    """The record of `backend`, GENERIC_BACKEND for the interpreter and any other."""
+    return BACKENDS.get(backend, GENERIC_BACKEND)
