@@ -47,7 +47,8 @@ import torch
 import triton
 
 from mxfp4_mm.launchers import tuner
-from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, untuned_shapes  # noqa: F401
+from mxfp4_mm.launchers.configs import untuned_shapes  # noqa: F401
+from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES, TASK_SHAPES  # noqa: F401
 from mxfp4_mm.launchers.inputs import gemm_problem
 from mxfp4_mm.launchers.ladder import proven_launcher
 from mxfp4_mm.launchers.tuned_shapes import load_configs, load_configs_from_environment  # noqa: F401

@@ -2,7 +2,8 @@
 reference computes C.
 
 `AiterLauncher(m, n)` quantizes A with aiter's Triton `dynamic_mxfp4_quant`, shuffles its
-scales with `e8m0_shuffle` and calls `gemm_a4w4` on the preshuffled weight. Only where aiter
+scales with `e8m0_shuffle` and calls `gemm_a4w4` on the preshuffled weight; its config is
+AITER_CONFIG (launchers.launcher's contract; no Triton kernel of ours). Only where aiter
 imports (AMD); `available()` says whether it does. Two or more launches per call.
 `build_aiter_launcher(config, ...)` is the launcher of a config whose path is "aiter"
 (launchers.paths): where aiter does not import it raises one line.
@@ -12,6 +13,10 @@ import functools
 
 import torch
 
+from mxfp4_mm.launchers.gemm_config import config_from_fields
+from mxfp4_mm.launchers.launcher import Launcher
+
+AITER_CONFIG = config_from_fields({"path": "aiter"})
 _FP4 = getattr(torch, "float4_e2m1fn_x2", torch.uint8)
 _E8M0 = getattr(torch, "float8_e8m0fnu", torch.uint8)
 
@@ -32,16 +37,18 @@ def available() -> bool:
     return _aiter() is not None
 
 
-class AiterLauncher:
-    """Call with (A bf16 [M, K], B_shuffle, B_scale_sh[, direct]); returns bf16 [M, N]."""
+class AiterLauncher(Launcher):
+    """Call with (A bf16 [M, K], B_shuffle, B_scale_sh[, direct]); returns bf16 [M, N].
+    quantizer: the one it was asked for (aiter quantizes A with its own)."""
 
-    is_direct = False
+    config = AITER_CONFIG
     launches_per_call = 3
 
-    def __init__(self, m: int, n: int):
-        self.m, self.n = m, n
-        self.config = "aiter dynamic_mxfp4_quant + gemm_a4w4"
-        self.splits = 1
+    def __init__(self, m: int, n: int, quantizer: str = "software"):
+        self.m, self.n, self.quantizer = m, n, quantizer
+
+    def kernel_launches(self) -> dict:
+        return {}
 
     def __call__(self, a, b_shuffle, b_scale_sh, direct=False):
         quantize, shuffle_scales, gemm_a4w4 = _aiter()
@@ -56,11 +63,8 @@ class AiterUnavailable(RuntimeError):
 
 def build_aiter_launcher(config, backend, m, n, k, a_strides, device, quantizer="software",
                          allow_direct=True) -> AiterLauncher:
-    """The launcher of a config whose path is "aiter" (the arguments of launchers.paths's
-    launchers; aiter reads only M and N)."""
+    """The launcher of a config whose path is "aiter", AITER_CONFIG (the arguments of
+    launchers.paths's launchers; aiter reads only M and N)."""
     if not available():
         raise AiterUnavailable("path 'aiter' needs aiter, which does not import here")
-    launcher = AiterLauncher(m, n)
-    launcher.config = config
-    launcher.quantizer = quantizer
-    return launcher
+    return AiterLauncher(m, n, quantizer)

@@ -32,6 +32,7 @@ import triton
 from triton.runtime.autotuner import OutOfResources
 
 from mxfp4_mm.launchers.fit import check_fits
+from mxfp4_mm.launchers.targets import backend_facts
 
 try:
     from triton.runtime.interpreter import InterpretedFunction
@@ -50,9 +51,10 @@ def notice_once(message: str) -> None:
 
 
 def backend_options(backend: str, *, num_warps, num_stages, waves_per_eu, matrix_instr_nonkdim):
-    """Compile options for `backend`; the AMD-only ones raise on NVIDIA, so they go to HIP only."""
+    """Compile options for `backend`; the AMD-only ones raise on NVIDIA, so they go only where
+    the backend takes them (Backend.hip_options)."""
     options = dict(num_warps=num_warps, num_stages=num_stages)
-    if backend == "hip":
+    if backend_facts(backend).hip_options:
         options.update(waves_per_eu=waves_per_eu, matrix_instr_nonkdim=matrix_instr_nonkdim)
     return options
 

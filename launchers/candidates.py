@@ -15,29 +15,24 @@ second wave hides, nor bytes per CU); none spills, needs scratch or has a hazard
 --candidates`). sm_90: the neighbours of
 the tools.tune winners, and a later tools.tune winner.
 
-`path_candidates(arch, m)`: the other launchers (launchers.configs.GEMM_PATHS) that the
+`path_candidates(arch, m)`: the other launchers (launchers.gemm_config.GEMM_PATHS) that the
 import-time tuner and tools.tune time beside ours at M, as config fields.
 """
 
 from mxfp4_mm.launchers import aiter_path
-from mxfp4_mm.launchers.configs import QUANTIZE_ONCE_MIN_M, vendor_gemm_from_m
-
-# aiter's gemm_a4w4 is an assembly GEMM tuned for large M; from this M on (the M from which our
-# heuristic quantizes A once) it is timed beside ours on gfx950. No task shape reaches it.
-# Not a measured crossover: the timing decides.
-AITER_CANDIDATE_FROM_M = QUANTIZE_ONCE_MIN_M
-AITER_ARCHS = ("gfx950",)
+from mxfp4_mm.launchers.targets import target_facts
 
 
 def path_candidates(arch: str, m: int) -> list:
-    """[config fields]: {"path": "dequant"} where M is at or above
-    launchers.configs.vendor_gemm_from_m(arch) (chips without FP4 MMA), {"path": "aiter"} on
-    gfx950 from AITER_CANDIDATE_FROM_M where aiter imports."""
+    """[config fields]: {"path": "dequant"} from the target's vendor_gemm_from_m on (chips
+    without FP4 MMA), {"path": "aiter"} from its aiter_candidate_from_m on (gfx950) where aiter
+    imports (launchers.targets)."""
     found = []
-    vendor_from_m = vendor_gemm_from_m(arch)
-    if vendor_from_m is not None and m >= vendor_from_m:
+    target = target_facts(arch)
+    if target.vendor_gemm_from_m is not None and m >= target.vendor_gemm_from_m:
         found.append({"path": "dequant"})
-    if arch in AITER_ARCHS and m >= AITER_CANDIDATE_FROM_M and aiter_path.available():
+    if (target.aiter_candidate_from_m is not None and m >= target.aiter_candidate_from_m
+            and aiter_path.available()):
         found.append({"path": "aiter"})
     return found
 

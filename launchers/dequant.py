@@ -32,9 +32,10 @@ from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.dequantize import dequantize_kernel, dequantize_launch
 from mxfp4_mm.kernels.layouts.cdna4 import scales_view, weight_view
 from mxfp4_mm.kernels.quantize import checked_quantizer, quantized_outputs
-from mxfp4_mm.launchers.bypass import KernelLaunch, aligned, backend_options
-from mxfp4_mm.launchers.configs import GemmConfig
-from mxfp4_mm.launchers.gemm import QUANTIZE_TENSOR_ARGS, LaunchSpec, quantize_spec
+from mxfp4_mm.launchers.bypass import aligned, backend_options
+from mxfp4_mm.launchers.gemm import LaunchSpec, bound_launch, quantize_spec
+from mxfp4_mm.launchers.gemm_config import GemmConfig
+from mxfp4_mm.launchers.launcher import Launcher
 
 # B in bf16 is 2*N*K bytes; a chunk of B's rows holds at most this many (128 MiB: N = 8,192
 # rows at K = 8,192 in one chunk), so the transient buffer stays bounded for any N.
@@ -79,7 +80,8 @@ def dequant_launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: in
     grid, arguments = dequantize_launch(codes, scales, a_values, False, config.block_m,
                                         config.block_k)
     specs.append(LaunchSpec("dequantize_a", dequantize_kernel, grid,
-                            _options(backend, config.num_warps), arguments))
+                            _options(backend, config.num_warps), arguments,
+                            DEQUANTIZE_TENSOR_ARGS))
     b_codes = weight_view(torch.empty((n, k // 2), dtype=torch.uint8, device=device))
     b_scales = scales_view(torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8,
                                        device=device))
@@ -91,16 +93,16 @@ def dequant_launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: in
         grid, arguments = dequantize_launch(b_codes, b_scales, b_values, True, config.block_n,
                                             config.block_k)
         specs.append(LaunchSpec(name, dequantize_kernel, grid,
-                                _options(backend, config.num_warps), arguments))
+                                _options(backend, config.num_warps), arguments,
+                                DEQUANTIZE_TENSOR_ARGS))
     return specs
 
 
-class DequantLauncher:
-    """Call with (A bf16 [M, K] any strides, B_shuffle, B_scale_sh[, direct]); returns a new
+class DequantLauncher(Launcher):
+    """The "dequant" path's launcher (launchers.launcher). Call with (A bf16 [M, K] any strides, B_shuffle, B_scale_sh[, direct]); returns a new
     bf16 [M, N]. chunk_n: B rows dequantized at a time (default chunk_rows(N, K)), a multiple
     of CHUNK_ROW_MULTIPLE."""
 
-    reduces_in_kernel = False
     proof_repeats = PROOF_REPEATS
 
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
@@ -108,20 +110,16 @@ class DequantLauncher:
                  allow_direct: bool = True, chunk_n: int = None):
         self.config, self.quantizer = config, quantizer
         self.m, self.n, self.k, self.device = m, n, k, device
-        self.splits = 1
         self.chunk_n = _checked_chunk(n, k, chunk_n)
         specs = dequant_launch_specs(config, backend, m, n, k, a_strides, device, quantizer,
                                      chunk_n)
-        self.launches = {spec.name: KernelLaunch(*spec[1:], allow_direct=allow_direct)
-                         for spec in specs}
-        self.constants = {spec.name: spec.sample_args[QUANTIZE_TENSOR_ARGS if spec.name == "quantize"
-                                                      else DEQUANTIZE_TENSOR_ARGS:]
-                          for spec in specs}
+        bound = {spec.name: bound_launch(spec, allow_direct) for spec in specs}
+        self.launches = {name: launch for name, (launch, _) in bound.items()}
+        self.constants = {name: constants for name, (_, constants) in bound.items()}
         self.launches_per_call = 2 + 2 * formats.cdiv(n, self.chunk_n)
 
-    @property
-    def is_direct(self) -> bool:
-        return all(launch.is_direct for launch in self.launches.values())
+    def kernel_launches(self) -> dict:
+        return self.launches
 
     def _launch(self, name: str, tensors: tuple, direct: bool) -> None:
         launch = self.launches[name]
@@ -129,7 +127,6 @@ class DequantLauncher:
         (launch if direct and aligned(*tensors) else launch.standard)(*arguments)
 
     def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
-        """direct=False takes the standard launch even where the bypass is available."""
         m, n, k, chunk = self.m, self.n, self.k, self.chunk_n
         codes, scales = quantized_outputs(m, k, self.device)
         self._launch("quantize", (a, codes, scales), direct)

@@ -6,11 +6,10 @@ the registers it spills.
 when a compiled kernel (Triton's CompiledKernel, before any launch) asks for more shared
 memory than the current device grants a program (the driver's "max_shared_mem": the opt-in
 maximum per block on NVIDIA, 232,448 bytes on an H100; the LDS of a CU on AMD, 160 KiB on
-gfx950). SHARED_MEMORY_LIMITS holds the same limit per target for the tools that cross-compile
-on a CPU. `spill_refusal(name, spilled)` is the one line of a kernel that spills.
+gfx950). launchers.targets holds the same limit per target (Target.shared_memory_bytes) for the
+tools that cross-compile on a CPU. `spill_refusal(name, spilled)` is the one line of a kernel
+that spills.
 """
-
-SHARED_MEMORY_LIMITS = {"gfx950": 160 * 1024, "sm_90": 232448}
 
 
 class DoesNotFit(RuntimeError):

@@ -1,9 +1,11 @@
-"""The launcher of one problem: C[M, N] = quantize(A) @ dequant(B)^T for fixed M, N, K.
+"""The launcher of the fused GEMM paths for one problem: C[M, N] = quantize(A) @ dequant(B)^T
+for fixed M, N, K, by kernels.preshuffle_gemm ("preshuffle") or kernels.hopper_gemm ("hopper").
 
 `launch_specs(config, backend, m, n, k, a_strides, device)` lists the kernels one call runs
 (with quantize_a_once, first kernels.quantize's quantize kernel, which writes A's MXFP4 codes
-and scales once; then the GEMM, on them; then the split-K reduce when the config splits K
-with split_k_reduce "kernel") with their grids, compile options and sample arguments; tools
+and scales once; then the GEMM of config.path, on them, with the arguments its own builder
+gives (GEMM_KERNELS); then the split-K reduce when the config splits K with split_k_reduce
+"kernel": SplitPlan) with their grids, compile options and sample arguments; tools
 cross-compile these same specs on the "meta" device. `GemmLauncher` binds each spec as a
 KernelLaunch; calling it with (A, B_shuffle, B_scale_sh) allocates a fresh output (and fresh
 fp32 partials when K is split) and launches the kernels in order. quantizer names A's
@@ -33,18 +35,11 @@ from mxfp4_mm.kernels.hopper_gemm import hopper_arguments, hopper_gemm_kernel
 from mxfp4_mm.kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
 from mxfp4_mm.kernels.tiles import gemm_grid, gemm_tiles
 from mxfp4_mm.launchers.bypass import KernelLaunch, aligned, backend_options
-from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm_config import GemmConfig
+from mxfp4_mm.launchers.launcher import Launcher
 from mxfp4_mm.launchers.proof import SPLIT_K_REPEATS
+from mxfp4_mm.launchers.targets import backend_facts
 
-# gemm_arguments puts (a, a_scales, b, b_scales, c, partials, counters) first
-GEMM_TENSOR_ARGS = 7
-WARP_SIZE = {"hip": 64}   # 32 elsewhere
-# Backends whose GEMM quantizes A without the uniform fast path (kernels/quantize.py): on the
-# H200 it made the fused GEMM slower (tools.bench geomean 18.60 µs with it, 17.32 without,
-# 2026-12-04); the hardware quantizer always has it.
-WITHOUT_QUANT_FAST_PATH = ("cuda",)
-REDUCE_TENSOR_ARGS = 2  # reduce_arguments puts (partials, c) first
-QUANTIZE_TENSOR_ARGS = 3  # quantize_launch puts (x, codes, scales) first
 QUANTIZE_THREADS = 256   # per program: 4 waves on AMD, 8 warps on NVIDIA
 
 
@@ -54,6 +49,29 @@ class LaunchSpec(NamedTuple):
     grid: tuple
     options: dict
     sample_args: tuple
+    # how many leading arguments each call passes anew (its tensors); the rest are constants
+    per_call: int
+
+
+def bound_launch(spec: LaunchSpec, allow_direct: bool) -> tuple:
+    """(spec's KernelLaunch, the constant arguments that follow each call's own)."""
+    launch = KernelLaunch(spec.kernel, spec.grid, spec.options, spec.sample_args,
+                          allow_direct=allow_direct)
+    return launch, spec.sample_args[spec.per_call:]
+
+
+class SplitPlan(NamedTuple):
+    """How a fused GEMM call splits K (GemmConfig.splits_for) and who sums the splits."""
+    splits: int              # launched
+    split_size: int          # K elements a split
+    reduce_in_gemm: bool     # each tile's last program sums them (a counter row per call)
+    reduce_launch: bool      # a launch of kernels.splitk_reduce sums them
+
+
+def split_plan(config: GemmConfig, k: int) -> SplitPlan:
+    splits, split_size = config.splits_for(k)
+    reduce_in_gemm = splits > 1 and config.split_k_reduce == "last_program"
+    return SplitPlan(splits, split_size, reduce_in_gemm, splits > 1 and not reduce_in_gemm)
 
 
 def _output(m, n, device):
@@ -65,36 +83,31 @@ def _partials(m, n, splits, device):
 
 
 def threads_per_program(num_warps: int, backend: str) -> int:
-    return WARP_SIZE.get(backend, 32) * num_warps
+    return backend_facts(backend).warp_size * num_warps
 
 
 def program_rows(config: GemmConfig, backend: str, m: int, a_prequantized: bool) -> int:
-    """The GEMM's A_ROWS: kernels.preshuffle_gemm.a_rows, but BLOCK_M for a prequantized A on
-    AMD, where Triton 3.6 cannot lower repeated loaded codes (an assertion in its matmul
-    lowering, seen cross-compiling for gfx950)."""
-    if a_prequantized and backend == "hip":
+    """The GEMM's A_ROWS: kernels.preshuffle_gemm.a_rows, but BLOCK_M for a prequantized A
+    where the backend cannot repeat its loaded codes (Backend.repeats_loaded_codes)."""
+    if a_prequantized and not backend_facts(backend).repeats_loaded_codes:
         return config.block_m
     return a_rows(m, config.block_m, config.wave_split_k)
 
 
 def splitk_sync(backend: str) -> str:
-    """How an in-kernel split-K reduce hands the partials to the tile's last program
-    (kernels.preshuffle_gemm): written through on AMD, where a release/acquire pair writes back
-    and invalidates a whole L2; a release/acquire counter elsewhere."""
-    return "write_through" if backend == "hip" else "acq_rel"
+    """How an in-kernel split-K reduce hands the partials over (Backend.splitk_sync)."""
+    return backend_facts(backend).splitk_sync
 
 
 IN_FLIGHT_CALLS = 1024          # counter rows per launcher, if they fit COUNTER_WORDS
 COUNTER_WORDS = 1 << 18         # int32 counters per launcher at most (1 MiB)
 
 
-def counter_rows(config: GemmConfig, m: int, n: int, k: int, device, rows: int = None):
-    """The split-K counter rows where the GEMM sums split-K itself (split_k_reduce
-    "last_program", more than one split launched), else None: `rows` (default:
-    IN_FLIGHT_CALLS, fewer where they would pass COUNTER_WORDS) views int32 [tiles] of one
-    zeroed buffer, each starting 16-byte aligned."""
-    splits, _ = config.splits_for(k)
-    if splits == 1 or config.split_k_reduce != "last_program":
+def counter_rows(config: GemmConfig, m: int, n: int, plan: SplitPlan, device, rows: int = None):
+    """The split-K counter rows where the GEMM sums split-K itself (plan.reduce_in_gemm), else
+    None: `rows` (default: IN_FLIGHT_CALLS, fewer where they would pass COUNTER_WORDS) views
+    int32 [tiles] of one zeroed buffer, each starting 16-byte aligned."""
+    if not plan.reduce_in_gemm:
         return None
     tiles = gemm_tiles(m, n, config.block_m, config.block_n)
     stride = formats.pad_to(tiles, 4)
@@ -110,84 +123,131 @@ def quantize_spec(backend: str, m: int, k: int, a_strides: tuple, device, quanti
     [M, K/2] and [M, K/32], given) from a bf16 A [M, K] of the given strides."""
     a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
     grid, arguments = quantize_launch(a, codes, scales, quantizer,
-                                      backend not in WITHOUT_QUANT_FAST_PATH, QUANTIZE_THREADS)
+                                      backend_facts(backend).quant_fast_path, QUANTIZE_THREADS)
     warps = QUANTIZE_THREADS // threads_per_program(1, backend)
     return LaunchSpec("quantize", quantize_kernel, grid,
                       backend_options(backend, num_warps=warps, num_stages=1, waves_per_eu=0,
                                       matrix_instr_nonkdim=0),
-                      arguments)
+                      arguments, per_call=3)   # quantize_launch puts (x, codes, scales) first
 
 
-def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
-                 device, quantizer: str = "software", a_prequantized: bool = False) -> list:
-    checked_quantizer(quantizer)
-    if config.path == "hopper" and (backend == "hip" or quantizer != "software"):
-        raise ValueError(f"the hopper GEMM path runs on CUDA and the interpreter with the "
-                         f"software quantizer, not on {backend} with {quantizer!r}")
-    quant_fast_path = backend not in WITHOUT_QUANT_FAST_PATH
-    specs = []
-    if config.quantize_a_once and not a_prequantized:
-        specs.append(quantize_spec(backend, m, k, a_strides, device, quantizer,
-                                   *quantized_outputs(m, k, device)))
-        a_prequantized = True
-    splits, split_size = config.splits_for(k)
-    reduce_in_gemm = splits > 1 and config.split_k_reduce == "last_program"
+class GemmOperands(NamedTuple):
+    """Sample operands of one fused GEMM launch, in the order both GEMM kernels take them
+    first (kernels.preshuffle_gemm, kernels.hopper_gemm)."""
+    a: object            # bf16 [M, K], or its codes uint8 [M, K/2] where prequantized
+    a_scales: object     # uint8 [M, K/32] where prequantized, else None
+    b: object
+    b_scales: object
+    c: object
+    partials: object     # fp32 [splits, M, N] where K is split, else C
+    counters: object     # a counter row where the GEMM sums split-K, else C
+
+
+def gemm_operands(m, n, k, a_strides, device, plan: SplitPlan, a_prequantized: bool,
+                  counters=None) -> GemmOperands:
     a_scales = None
     if a_prequantized:
         a = torch.empty((m, k // 2), dtype=torch.uint8, device=device)
         a_scales = torch.empty((m, k // 32), dtype=torch.uint8, device=device)
     else:
         a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
-    b = torch.empty((n, k // 2), dtype=torch.uint8, device=device)
-    b_scales = torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8, device=device)
+    b = weight_view(torch.empty((n, k // 2), dtype=torch.uint8, device=device))
+    b_scales = scales_view(torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8,
+                                       device=device))
     c = _output(m, n, device)
-    partials = _partials(m, n, splits, device) if splits > 1 else c
-    rows = counter_rows(config, m, n, k, device, rows=1)
-    counters = c if rows is None else rows[0]
-    threads = threads_per_program(config.num_warps, backend)
-    if config.path == "hopper":
-        kernel = hopper_gemm_kernel
-        gemm_args = hopper_arguments(a, weight_view(b), scales_view(b_scales), c, partials,
-                                     counters, m, n, k, block_m=config.block_m,
-                                     block_n=config.block_n, block_k=config.block_k,
-                                     group_m=config.group_m, splits=splits,
-                                     split_size=split_size, reduce_in_gemm=reduce_in_gemm,
-                                     cache_modifier=config.cache_modifier,
-                                     store_modifier=config.store_modifier, a_scales=a_scales,
-                                     swap_ab=config.swap_ab, threads=threads)
-    else:
-        kernel = preshuffle_gemm_kernel
-        gemm_args = gemm_arguments(a, weight_view(b), scales_view(b_scales), c, partials,
-                                   counters, m, n, k, block_m=config.block_m, block_n=config.block_n,
-                                   block_k=config.block_k, group_m=config.group_m, splits=splits,
-                                   split_size=split_size, reduce_in_gemm=reduce_in_gemm,
-                                   cache_modifier=config.cache_modifier, quantizer=quantizer,
-                                   quant_fast_path=quant_fast_path,
-                                   a_scales=a_scales, num_xcds=config.num_xcds,
-                                   store_modifier=config.store_modifier,
-                                   splitk_sync=splitk_sync(backend),
-                                   threads=threads,
-                                   scales_first=config.loads_b_scales_first,
-                                   rows=program_rows(config, backend, m, a_prequantized),
-                                   wave_split_k=config.wave_split_k)
+    partials = _partials(m, n, plan.splits, device) if plan.splits > 1 else c
+    return GemmOperands(a, a_scales, b, b_scales, c, partials, c if counters is None else counters)
+
+
+# The GEMM kernels take these first (A in place of a_scales where A comes unquantized); their
+# argument builders take a_scales by keyword (_builder_tensors).
+GEMM_TENSOR_ARGS = len(GemmOperands._fields)
+
+
+def _builder_tensors(operands: GemmOperands) -> tuple:
+    return (operands.a, operands.b, operands.b_scales, operands.c, operands.partials,
+            operands.counters)
+
+
+def preshuffle_gemm_arguments(config, backend, m, n, k, operands, plan, quantizer) -> tuple:
+    """kernels.preshuffle_gemm's arguments: any backend, any quantizer."""
+    return gemm_arguments(*_builder_tensors(operands), m, n, k,
+                          block_m=config.block_m, block_n=config.block_n,
+                          block_k=config.block_k, group_m=config.group_m, splits=plan.splits,
+                          split_size=plan.split_size, reduce_in_gemm=plan.reduce_in_gemm,
+                          cache_modifier=config.cache_modifier, quantizer=quantizer,
+                          quant_fast_path=backend_facts(backend).quant_fast_path,
+                          a_scales=operands.a_scales, num_xcds=config.num_xcds,
+                          store_modifier=config.store_modifier,
+                          splitk_sync=splitk_sync(backend),
+                          threads=threads_per_program(config.num_warps, backend),
+                          scales_first=config.loads_b_scales_first,
+                          rows=program_rows(config, backend, m, operands.a_scales is not None),
+                          wave_split_k=config.wave_split_k)
+
+
+def hopper_gemm_arguments(config, backend, m, n, k, operands, plan, quantizer) -> tuple:
+    """kernels.hopper_gemm's arguments: CUDA and the interpreter, the software quantizer."""
+    if backend == "hip" or quantizer != "software":
+        raise ValueError(f"the hopper GEMM path runs on CUDA and the interpreter with the "
+                         f"software quantizer, not on {backend} with {quantizer!r}")
+    return hopper_arguments(*_builder_tensors(operands), m, n, k,
+                            block_m=config.block_m, block_n=config.block_n,
+                            block_k=config.block_k, group_m=config.group_m,
+                            splits=plan.splits, split_size=plan.split_size,
+                            reduce_in_gemm=plan.reduce_in_gemm,
+                            cache_modifier=config.cache_modifier,
+                            store_modifier=config.store_modifier, a_scales=operands.a_scales,
+                            swap_ab=config.swap_ab,
+                            threads=threads_per_program(config.num_warps, backend))
+
+
+# Each fused GEMM path's kernel and the builder of its arguments, called with (config, backend,
+# m, n, k, GemmOperands, SplitPlan, quantizer).
+GEMM_KERNELS = {"preshuffle": (preshuffle_gemm_kernel, preshuffle_gemm_arguments),
+                "hopper": (hopper_gemm_kernel, hopper_gemm_arguments)}
+
+
+def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
+                 device, quantizer: str = "software", a_prequantized: bool = False,
+                 plan: SplitPlan = None, counters=None) -> list:
+    """The launches of one call of a fused GEMM path ("preshuffle", "hopper": GEMM_KERNELS):
+    A's quantize kernel with quantize_a_once, the GEMM, and the split-K reduce where
+    plan.reduce_launch. plan: split_plan(config, k) unless given; counters: the GEMM's sample
+    counter row (a new one unless given)."""
+    checked_quantizer(quantizer)
+    kernel, arguments = GEMM_KERNELS[config.path]
+    plan = split_plan(config, k) if plan is None else plan
+    if counters is None and plan.reduce_in_gemm:
+        counters = counter_rows(config, m, n, plan, device, rows=1)[0]
+    specs = []
+    if config.quantize_a_once and not a_prequantized:
+        specs.append(quantize_spec(backend, m, k, a_strides, device, quantizer,
+                                   *quantized_outputs(m, k, device)))
+        a_prequantized = True
+    operands = gemm_operands(m, n, k, a_strides, device, plan, a_prequantized, counters)
     specs.append(LaunchSpec("gemm", kernel,
-                            gemm_grid(m, n, config.block_m, config.block_n, splits),
+                            gemm_grid(m, n, config.block_m, config.block_n, plan.splits),
                             backend_options(backend, num_warps=config.num_warps,
                                             num_stages=config.num_stages,
                                             waves_per_eu=config.waves_per_eu,
                                             matrix_instr_nonkdim=config.matrix_instr_nonkdim),
-                            gemm_args))
-    if splits > 1 and not reduce_in_gemm:
+                            arguments(config, backend, m, n, k, operands, plan, quantizer),
+                            per_call=GEMM_TENSOR_ARGS))
+    if plan.reduce_launch:
         bm, bn = config.reduce_block_m, config.reduce_block_n
         specs.append(LaunchSpec("reduce", splitk_reduce_kernel, reduce_grid(m, n, bm, bn),
                                 backend_options(backend, num_warps=4, num_stages=1,
                                                 waves_per_eu=0, matrix_instr_nonkdim=0),
-                                reduce_arguments(partials, c, m, n, block_m=bm, block_n=bn)))
+                                reduce_arguments(operands.partials, operands.c, m, n,
+                                                 block_m=bm, block_n=bn),
+                                per_call=2))   # reduce_arguments puts (partials, c) first
     return specs
 
 
-class GemmLauncher:
-    """Call with (A, B_shuffle, B_scale_sh); with a_prequantized, with (A codes uint8 [M, K/2],
+class GemmLauncher(Launcher):
+    """The launcher of the fused GEMM paths ("preshuffle", "hopper"; launchers.launcher).
+    Call with (A, B_shuffle, B_scale_sh); with a_prequantized, with (A codes uint8 [M, K/2],
     B_shuffle, B_scale_sh, A scales uint8 [M, K/32]) from kernels.quantize.quantize_rows. A
     config with quantize_a_once (and not a_prequantized) quantizes A into fresh codes and
     scales first, by a launch of its own."""
@@ -198,43 +258,25 @@ class GemmLauncher:
         self.config = config
         self.quantizer = quantizer
         self.m, self.n, self.k, self.device = m, n, k, device
-        self.splits, _ = config.splits_for(k)
-        self.counter_rows = counter_rows(config, m, n, k, device)
+        plan = split_plan(config, k)
+        self.splits = plan.splits
+        self.reduces_in_kernel = plan.reduce_in_gemm
+        # the ladder's proof repeats its first case, so that a racy sum shows
+        self.proof_repeats = SPLIT_K_REPEATS if plan.reduce_in_gemm else 0
+        self.counter_rows = counter_rows(config, m, n, plan, device)
         self._calls = itertools.count()   # next() is atomic: threads never share a row
         specs = launch_specs(config, backend, m, n, k, a_strides, device, quantizer,
-                             a_prequantized)
-        by_name = {spec.name: spec for spec in specs}
+                             a_prequantized, plan,
+                             None if self.counter_rows is None else self.counter_rows[0])
         self.launches_per_call = len(specs)
-        self.quantize = self.reduce = None
-        if "quantize" in by_name:
-            self.quantize = KernelLaunch(*by_name["quantize"][1:], allow_direct=allow_direct)
-            self._quantize_constants = by_name["quantize"].sample_args[QUANTIZE_TENSOR_ARGS:]
-        self.gemm = KernelLaunch(*by_name["gemm"][1:], allow_direct=allow_direct)
-        self._gemm_constants = by_name["gemm"].sample_args[GEMM_TENSOR_ARGS:]
-        # split_k_reduce "last_program" with more than one split: no reduce launch
-        self.reduces_in_kernel = self.splits > 1 and "reduce" not in by_name
-        # the ladder's proof repeats its first case, so that a racy sum shows
-        self.proof_repeats = SPLIT_K_REPEATS if self.reduces_in_kernel else 0
-        if "reduce" in by_name:
-            self.reduce = KernelLaunch(*by_name["reduce"][1:], allow_direct=allow_direct)
-            self._reduce_constants = by_name["reduce"].sample_args[REDUCE_TENSOR_ARGS:]
+        bound = {spec.name: bound_launch(spec, allow_direct) for spec in specs}
+        self.quantize, self._quantize_constants = bound.get("quantize", (None, ()))
+        self.gemm, self._gemm_constants = bound["gemm"]
+        self.reduce, self._reduce_constants = bound.get("reduce", (None, ()))
 
-    @property
-    def is_direct(self) -> bool:
-        return all(launch is None or launch.is_direct
-                   for launch in (self.quantize, self.gemm, self.reduce))
-
-    def launch_resources(self) -> dict:
-        """{launch name: {"n_regs", "n_spills"}} a thread, of each launch's loaded kernel
-        (known for direct launches only, else None: launchers.bypass.KernelLaunch)."""
+    def kernel_launches(self) -> dict:
         launches = {"quantize": self.quantize, "gemm": self.gemm, "reduce": self.reduce}
-        return {name: dict(n_regs=launch.registers, n_spills=launch.spilled_registers)
-                for name, launch in launches.items() if launch is not None}
-
-    def spilling_launches(self) -> dict:
-        """{launch name: registers spilled a thread} of the launches whose kernel spills."""
-        return {name: found["n_spills"] for name, found in self.launch_resources().items()
-                if found["n_spills"]}
+        return {name: launch for name, launch in launches.items() if launch is not None}
 
     def gemm_arguments(self, a, b_shuffle, b_scale_sh, a_scales=None) -> tuple:
         """(the GEMM kernel's arguments in signature order, its partials, the new output C);

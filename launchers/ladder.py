@@ -8,9 +8,9 @@
     hardware quantizer (f32)   the same with the instruction's f32 form (gfx950 only)
     software quantizer         the same config with the software quantizer
     standard launch            the same, through Triton's standard launch only (no bypass)
-    heuristic config           configs.heuristic_config, standard launch (skipped if it is
+    heuristic config           heuristics.heuristic_config, standard launch (skipped if it is
                                the looked-up one)
-    small tiles                configs.FITTING_CONFIG (small tiles, one stage, no split:
+    small tiles                gemm_config.FITTING_CONFIG (small tiles, one stage, no split:
                                it fits every target), standard launch (skipped if it is one
                                of the above)
     aiter                      aiter's dynamic_mxfp4_quant + gemm_a4w4 (where aiter imports)
@@ -40,14 +40,17 @@ import torch
 from triton.runtime.autotuner import OutOfResources
 
 from mxfp4_mm.launchers import aiter_path
-from mxfp4_mm.launchers.configs import FITTING_CONFIG, config_lookup, heuristic_config, note_untuned
+from mxfp4_mm.launchers.configs import config_lookup, note_untuned
 from mxfp4_mm.launchers.fit import DoesNotFit, spill_refusal
+from mxfp4_mm.launchers.gemm_config import FITTING_CONFIG
+from mxfp4_mm.launchers.heuristics import heuristic_config
 from mxfp4_mm.launchers.paths import build_launcher
 from mxfp4_mm.launchers.proof import proof_cases, prove
+from mxfp4_mm.launchers.targets import target_facts
 
-HARDWARE_QUANTIZER_ARCHS = ("gfx950",)
 # The quantizer rungs in ladder order: the name of each, by the quantizer it builds with
-# (kernels.quantize.QUANTIZERS); the hardware ones only on HARDWARE_QUANTIZER_ARCHS.
+# (kernels.quantize.QUANTIZERS); the hardware ones only where the target has them
+# (launchers.targets.Target.hardware_quantizer).
 QUANTIZER_RUNGS = {"hardware": "hardware quantizer (bf16)",
                    "hardware-f32": "hardware quantizer (f32)",
                    "software": "software quantizer"}
@@ -58,7 +61,7 @@ _REASON_CHARS = 300
 
 class Rung(NamedTuple):
     name: str
-    build: Callable[[], object]   # () -> launcher: called with (A, B_shuffle, B_scale_sh, direct)
+    build: Callable[[], object]   # () -> a launchers.launcher.Launcher
     config: object = None         # the GemmConfig it builds (None: not one of ours)
     refuses_spills: bool = True
 
@@ -84,10 +87,14 @@ def parse_faults(text: str) -> dict:
 
 
 class _CorruptedOutputs:
-    """A launcher whose outputs come back wrong, as a miscompiled kernel's would."""
+    """A launcher whose outputs come back wrong, as a miscompiled kernel's would; the rest of
+    the launcher (launchers.launcher) is the wrapped one's."""
 
     def __init__(self, launcher):
         self.launcher = launcher
+
+    def __getattr__(self, name):
+        return getattr(self.launcher, name)
 
     def __call__(self, *args, **kwargs):
         out = self.launcher(*args, **kwargs)
@@ -116,7 +123,7 @@ def rungs_for(arch, backend, m, n, k, a_strides, device) -> list:
                     config, refuses_spills)
 
     rungs = [rung(name, config, quantizer) for quantizer, name in QUANTIZER_RUNGS.items()
-             if quantizer == "software" or arch in HARDWARE_QUANTIZER_ARCHS]
+             if quantizer == "software" or target_facts(arch).hardware_quantizer]
     rungs.append(rung("standard launch", config, allow_direct=False))
     heuristic = heuristic_config(arch, m, n, k)
     if heuristic != config:
@@ -137,12 +144,12 @@ def _one_line(error: BaseException) -> str:
 def prove_rung(rung: Rung, m, n, k, a_strides, device):
     """The rung's launcher once proven; raises whatever building or proving it raised."""
     launcher = rung.build()
-    spilling = getattr(launcher, "spilling_launches", dict)()
+    spilling = launcher.spilling_launches()
     if rung.refuses_spills and spilling:
         name, spilled = next(iter(spilling.items()))
         raise spill_refusal(f"the {name} kernel", spilled)
-    prove(launcher, proof_cases(m, n, k, a_strides, device), getattr(launcher, "is_direct", False),
-          getattr(launcher, "proof_repeats", 0))
+    prove(launcher, proof_cases(m, n, k, a_strides, device), launcher.is_direct,
+          launcher.proof_repeats)
     launcher.rung = rung.name
     return launcher
 

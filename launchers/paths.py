@@ -1,12 +1,13 @@
-"""The launcher that serves a config, by its path (launchers.configs.GEMM_PATHS), and the
-kernels it compiles."""
+"""The launcher that serves a config, by its path (launchers.gemm_config.GEMM_PATHS), and the
+kernels it compiles: one entry per path in each table. Every launcher is a
+launchers.launcher.Launcher, the one contract its readers rely on."""
 
 from mxfp4_mm.launchers.aiter_path import build_aiter_launcher
-from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.launchers.dequant import DequantLauncher, dequant_launch_specs
 from mxfp4_mm.launchers.gemm import GemmLauncher, launch_specs
 
-# GemmLauncher builds either fused GEMM kernel by config.path (launchers.gemm.launch_specs).
+# GemmLauncher builds either fused GEMM by config.path (launchers.gemm.GEMM_KERNELS).
 LAUNCHERS = {"preshuffle": GemmLauncher, "dequant": DequantLauncher, "aiter": build_aiter_launcher,
              "hopper": GemmLauncher}
 

@@ -38,23 +38,22 @@ from mxfp4_mm.kernels.hopper_prepared_gemm import (hopper_prepared_gemm_kernel,
 from mxfp4_mm.kernels.layouts import hopper as layout
 from mxfp4_mm.kernels.tiles import gemm_tiles
 from mxfp4_mm.kernels.quantize import quantized_outputs
-from mxfp4_mm.launchers.bypass import KernelLaunch, aligned, backend_options
-from mxfp4_mm.launchers.gemm import (QUANTIZE_TENSOR_ARGS, LaunchSpec, counter_rows,
-                                     quantize_spec, threads_per_program)
+from mxfp4_mm.launchers.bypass import aligned, backend_options
+from mxfp4_mm.launchers.gemm import (LaunchSpec, bound_launch, counter_rows, quantize_spec,
+                                     split_plan, threads_per_program)
+from mxfp4_mm.launchers.targets import SM90
 
 A_DEQUANTIZED_MIN_M = 8
-# Split K until the grid has this many programs (two per SM of an H100): at M = 1 the weight's
+# Split K until the grid has this many programs (two per SM of sm_90): at M = 1 the weight's
 # loads need programs on every SM, two deep. A split keeps two K tiles at least (the prefetch
 # needs a next tile) and the splits stay at most MAX_SPLIT_K (the last program sums them, its
 # loads unrolled: 16 at BLOCK_M 64 put 24 bytes a thread on the stack).
-MIN_PROGRAMS = 2 * 132
+MIN_PROGRAMS = 2 * SM90.processors
 MAX_SPLIT_K = 8
 # BLOCK_N is 16 rows a warp (one warpgroup, wgmma's 64 rows, or two): 4 warps below
 # A_DEQUANTIZED_MIN_M, 8 from it, where a program's fixed work (A's loads and stores into
 # shared memory, the scale words' move) spreads over twice the weight.
 ROWS_PER_WARP = 16
-DEQUANTIZE_TENSOR_ARGS = 3  # dequantize_launch puts (codes, scales, out) first
-GEMM_TENSOR_ARGS = 6        # prepared_arguments puts (a, b, b_scales, c, partials, counters) first
 
 
 class PreparedConfig(NamedTuple):
@@ -65,7 +64,7 @@ class PreparedConfig(NamedTuple):
     num_stages: int
     a_dequantized: bool
     block_k: int = layout.K_ALIGN
-    split_k_reduce = "last_program"    # what launchers.gemm.counter_rows reads: not a field
+    split_k_reduce = "last_program"    # what launchers.gemm.split_plan reads: not a field
 
     @property
     def label(self) -> str:
@@ -119,11 +118,12 @@ def prepared_launch_specs(config: PreparedConfig, backend: str, m: int, n: int, 
         a = torch.empty((m, k), dtype=torch.bfloat16, device=device)
         grid, arguments = dequantize_launch(codes, scales, a, False)
         specs.append(LaunchSpec("dequantize_a", dequantize_kernel, grid,
-                                _options(backend, 4, 1), arguments))
+                                _options(backend, 4, 1), arguments,
+                                per_call=3))    # dequantize_launch puts (codes, scales, out) first
     splits, split_size = config.splits_for(k)
     c = torch.empty((m, n), dtype=torch.bfloat16, device=device)
     partials = torch.empty((splits, m, n), dtype=torch.float32, device=device) if splits > 1 else c
-    rows = counter_rows(config, m, n, k, device, rows=1)
+    rows = counter_rows(config, m, n, split_plan(config, k), device, rows=1)
     arguments = prepared_arguments(
         a, _weight_like(n, k, wide_scales, device), c, partials, c if rows is None else rows[0],
         m, block_m=config.block_m, block_n=config.block_n, splits=splits,
@@ -131,7 +131,8 @@ def prepared_launch_specs(config: PreparedConfig, backend: str, m: int, n: int, 
         threads=threads_per_program(config.num_warps, backend), prefetch=config.num_stages == 1)
     specs.append(LaunchSpec("gemm", hopper_prepared_gemm_kernel,
                             (splits * gemm_tiles(m, n, config.block_m, config.block_n), 1, 1),
-                            _options(backend, config.num_warps, config.num_stages), arguments))
+                            _options(backend, config.num_warps, config.num_stages), arguments,
+                            per_call=6))   # (a, b, b_scales, c, partials, counters) first
     return specs
 
 
@@ -147,14 +148,12 @@ class PreparedLauncher:
                  a_strides: tuple, device, wide_scales: bool, allow_direct: bool = True):
         self.config, self.m, self.n, self.k, self.device = config, m, n, k, device
         self.splits, _ = config.splits_for(k)
-        self.counter_rows = counter_rows(config, m, n, k, device)
+        self.counter_rows = counter_rows(config, m, n, split_plan(config, k), device)
         self._calls = itertools.count()   # next() is atomic: threads never share a row
         specs = prepared_launch_specs(config, backend, m, n, k, a_strides, device, wide_scales)
-        self.launches = {spec.name: KernelLaunch(*spec[1:], allow_direct=allow_direct)
-                         for spec in specs}
-        skipped = {"quantize": QUANTIZE_TENSOR_ARGS, "dequantize_a": DEQUANTIZE_TENSOR_ARGS,
-                   "gemm": GEMM_TENSOR_ARGS}
-        self.constants = {spec.name: spec.sample_args[skipped[spec.name]:] for spec in specs}
+        bound = {spec.name: bound_launch(spec, allow_direct) for spec in specs}
+        self.launches = {name: launch for name, (launch, _) in bound.items()}
+        self.constants = {name: constants for name, (_, constants) in bound.items()}
 
     def _launch(self, name: str, tensors: tuple) -> None:
         launch = self.launches[name]

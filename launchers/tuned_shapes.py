@@ -7,7 +7,7 @@ A JSON object {"entries": [ENTRY, ...]}, each ENTRY
 
 with either "m_bucket" (a power of two from 1 to launchers.configs.M_BUCKET_CAP: the entry
 serves every M whose bucket it is) or "m" (that exact M). "config" holds GemmConfig fields
-(those left out take their defaults; "path" names the launcher, launchers.configs.GEMM_PATHS:
+(those left out take their defaults; "path" names the launcher, launchers.gemm_config.GEMM_PATHS:
 {"path": "dequant"} or {"path": "aiter"} alone is a whole config); "note" is optional. N must be a multiple of 16 and K
 of 64, as for every call.
 
@@ -25,8 +25,8 @@ import os
 import sys
 from pathlib import Path
 
-from mxfp4_mm.launchers.configs import (GemmConfig, add_entries, config_from_fields, is_m_bucket,
-                               non_default_fields)
+from mxfp4_mm.launchers.configs import add_entries, is_m_bucket
+from mxfp4_mm.launchers.gemm_config import GemmConfig, config_from_fields, non_default_fields
 
 CONFIGS_VARIABLE = "MXFP4_MM_CONFIGS"
 _KEYS = {"arch", "n", "k", "m", "m_bucket", "config", "note"}

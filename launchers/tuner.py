@@ -26,7 +26,9 @@ from typing import NamedTuple, Optional
 import torch
 
 from mxfp4_mm.launchers.candidates import CANDIDATES, QUANTIZER_CANDIDATES, path_candidates
-from mxfp4_mm.launchers.configs import GemmConfig, config_for, config_from_fields, heuristic_config
+from mxfp4_mm.launchers.configs import config_for
+from mxfp4_mm.launchers.gemm_config import GemmConfig, config_from_fields
+from mxfp4_mm.launchers.heuristics import heuristic_config
 from mxfp4_mm.launchers.paths import build_launcher
 from mxfp4_mm.launchers.ladder import QUANTIZER_RUNGS, Rung, prove_rung
 from mxfp4_mm.launchers.proof import proof_cases
@@ -195,7 +197,7 @@ def tune(shapes, served_launcher, device, arch, backend, clock=time.monotonic) -
     for shape in shapes:
         m, n, k = shape
         served = served_launcher(shape)
-        if (getattr(served, "rung", None) not in TUNED_RUNGS
+        if (served.rung not in TUNED_RUNGS
                 or (arch not in CANDIDATES and not path_candidates(arch, m))):
             continue
         loop = loop or RunnerLoop(device=device)

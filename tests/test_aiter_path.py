@@ -6,6 +6,7 @@ Decisions of launchers.aiter_path:
   and weight as fp4x2, the scales as e8m0, bf16 output and the preshuffled weight; the
   output cut to the launcher's M rows;
 - building the "aiter" config: refused in one line where aiter does not import.
+- the launcher's contract: its config the "aiter" path's, no launch of ours.
 """
 
 import builtins
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from mxfp4_mm.launchers import aiter_path
-from mxfp4_mm.launchers.configs import AITER_CONFIG
+from mxfp4_mm.launchers.aiter_path import AITER_CONFIG
 from mxfp4_mm.launchers.paths import build_launcher
 
 
@@ -69,11 +70,14 @@ def test_a_call_quantizes_shuffles_and_multiplies_with_the_preshuffled_weight(mo
     assert torch.equal(out.float(), torch.arange(m * n, dtype=torch.float32).view(m, n))
 
 
-def test_the_launcher_names_what_serves():
-    """What tools.check prints as the config of the shape's launcher (aiter's has no GemmConfig)."""
+def test_the_launcher_states_its_config_and_has_no_kernel_of_ours():
+    """Its config is the "aiter" path's from construction on, as every launcher's is
+    (launchers.launcher): what tools.check and tools.bench print."""
     launcher = aiter_path.AiterLauncher(3, 32)
-    assert launcher.config == "aiter dynamic_mxfp4_quant + gemm_a4w4"
+    assert launcher.config == aiter_path.AITER_CONFIG and launcher.config.label == "aiter"
     assert (launcher.splits, launcher.launches_per_call, launcher.is_direct) == (1, 3, False)
+    assert launcher.launch_resources() == launcher.spilling_launches() == {}
+    assert launcher.proof_repeats == 0 and launcher.rung is None
 
 def test_aiter_is_refused_in_one_line_where_it_does_not_import(monkeypatch):
     monkeypatch.setattr(aiter_path, "available", lambda: False)

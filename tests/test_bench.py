@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES, heuristic_config
+from mxfp4_mm.launchers.heuristics import heuristic_config
+from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
 from mxfp4_mm.tools import bench
 from mxfp4_mm.tools.cli import UsageError, parse_shapes
 
@@ -157,7 +158,7 @@ def test_the_host_timed_launch_gets_the_launchers_own_arguments(device, split_k)
 
     from mxfp4_mm import reference
     from mxfp4_mm.launchers import current_target
-    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     from mxfp4_mm.launchers.gemm import GemmLauncher
     m, n, k = 4, 64, 512
     data = reference.generate_input(m, n, k, seed=3, device=device)
@@ -274,14 +275,16 @@ def test_the_bf16_twin_of_a_layer_has_its_bias_or_none(bias):
 
 
 def test_vendor_gemm_times_the_fused_gemm_against_dequant_where_dequant_is_served(monkeypatch):
-    """On sm_90 at M >= VENDOR_GEMM_FROM_M the lookup serves the dequant path; the "fused"
-    column is then the fused GEMM's heuristic config, not the dequant path again."""
+    """On sm_90 from its record's vendor_gemm_from_m the lookup serves the dequant path; the
+    "fused" column is then the fused GEMM's heuristic config, not the dequant path again."""
     from mxfp4_mm import launchers
     from mxfp4_mm.kernels import formats
     from mxfp4_mm.launchers import configs, ladder, paths
+    from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG
     from mxfp4_mm.launchers.proof import reference_output
-    m, n, k = configs.VENDOR_GEMM_FROM_M, 32, 64
-    assert configs.config_lookup("sm_90", m, n, k)[0] == configs.DEQUANT_CONFIG
+    from mxfp4_mm.launchers.targets import SM90
+    m, n, k = SM90.vendor_gemm_from_m, 32, 64
+    assert configs.config_lookup("sm_90", m, n, k)[0] == DEQUANT_CONFIG
     built = []
 
     def build_launcher(config, *args, **kwargs):
@@ -299,8 +302,8 @@ def test_vendor_gemm_times_the_fused_gemm_against_dequant_where_dequant_is_serve
         fn()
         return 1.0
     row = bench.vendor_gemm_row({"m": m, "n": n, "k": k, "seed": 1}, time_us, device="cpu")
-    fused = configs.heuristic_config("sm_90", m, n, k)
-    assert fused.path == "preshuffle" and built == [fused, configs.DEQUANT_CONFIG]
+    fused = heuristic_config("sm_90", m, n, k)
+    assert fused.path == "preshuffle" and built == [fused, DEQUANT_CONFIG]
     assert row["fused_config"] == fused.label and row["errors"] == {}
 
 

@@ -60,7 +60,7 @@ def test_task_shapes_default_to_the_runners_seeds(monkeypatch, capsys):
 # - a check that fails counts once, prints FAIL with its message, and the exit code is 1;
 # - a line when each shape and seed starts, and one with its time when it ends;
 # - per shape, the launcher launcher_for serves for the last input: direct or standard, its
-#   splits, rung and config label (aiter's config is a string).
+#   splits, rung and config label (the aiter path's too).
 # ---------------------------------------------------------------------------------------
 
 class FakeLauncher:
@@ -75,7 +75,8 @@ def fake_submission(monkeypatch):
     from mxfp4_mm import launchers
     from mxfp4_mm import reference
     from mxfp4_mm import submission
-    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.aiter_path import AITER_CONFIG
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     seen = {"seeds": [], "launchers": []}
 
     def generate_input(m, n, k, seed):
@@ -90,7 +91,7 @@ def fake_submission(monkeypatch):
         seen["launchers"].append((int(a[0, 0]), n))
         if n == 64:
             return FakeLauncher(True, 2, "software quantizer", GemmConfig(16, 64, 256, split_k=2))
-        return FakeLauncher(False, 1, "aiter", "aiter's own")
+        return FakeLauncher(False, 1, "aiter", AITER_CONFIG)
 
     monkeypatch.setattr(reference, "generate_input", generate_input)
     monkeypatch.setattr(reference, "check_implementation", check_implementation)
@@ -132,7 +133,7 @@ def test_the_table_names_each_shapes_launch_splits_rung_and_config(fake_submissi
     rows = capsys.readouterr().out.split("served by")[1].splitlines()[1:3]
     assert rows[0].split() == ["4", "64", "256", "direct", "2", "software", "quantizer", "16x64x256",
                                "sk2/rk", "w4", "s1"]
-    assert rows[1].split() == ["8", "96", "512", "standard", "1", "aiter", "aiter's", "own"]
+    assert rows[1].split() == ["8", "96", "512", "standard", "1", "aiter", "aiter"]
 
 
 def test_progress_lines_reach_a_pipe_as_they_happen(fake_submission, monkeypatch):

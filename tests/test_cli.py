@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
+from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
 from mxfp4_mm.tools import cli
 
 ROOT = Path(__file__).resolve().parents[1]

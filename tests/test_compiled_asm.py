@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 import torch, triton, triton.language as tl
 from mxfp4_mm.kernels.quantize import CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_WORDS
-from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.launchers.gemm import launch_specs
 from mxfp4_mm.tools.gfx950.cross_compile import compile_for
 

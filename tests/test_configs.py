@@ -1,11 +1,11 @@
-"""launchers.configs' decisions, each tested where it turns (tests/test_launchers.py has the
-table-wide checks).
+"""The decisions of launchers.gemm_config, launchers.heuristics and launchers.configs, each
+tested where it turns (tests/test_launchers.py has the table-wide checks).
 
-Decisions of launchers.configs:
 - GemmConfig accepts or refuses each field: block_n a multiple of 32 dividing 256, block_k and
   block_m powers of two from 256 and 16, split_k, group_m and num_xcds from 1, split_k_reduce,
   cache_modifier and store_modifier from their lists, wave_split_k a power of two leaving
-  slices of at least one MFMA's K; every problem is named in one error;
+  slices of at least one MFMA's K (the preshuffle path's rule); every problem is named in one
+  error; the hopper path refuses the fields it does not read, by its own rule;
 - the label: tiles, splits with who reduces them (only when split), warps, stages, and each
   option only when set;
 - heuristic_config: each arch family's rules (an unknown sm_* arch takes sm_90's, any other
@@ -14,8 +14,7 @@ Decisions of launchers.configs:
   on, block_k 512 when K is a multiple of 512 and block_m is under 64, split-K only under half the target workgroups
   and from 4 K tiles on, as many splits as fill the target (at most the K tiles and 16), two
   stages only when a split holds more than one K tile;
-- config_for: the arch's table entry for its exact shape, else the heuristic; config_note: the
-  entry's note, else "";
+- config_for: the arch's table entry for its exact shape, else the heuristic;
 - the other paths' configs ("dequant", "aiter"): the fields each reads, their labels; the
   lookup serves "dequant" from vendor_gemm_from_m on NVIDIA before sm_100 only.
 """
@@ -23,9 +22,11 @@ Decisions of launchers.configs:
 import pytest
 
 from mxfp4_mm.launchers import configs
-from mxfp4_mm.launchers.configs import (AITER_CONFIG, DEQUANT_CONFIG, VENDOR_GEMM_FROM_M, GemmConfig,
-                                        config_from_fields, config_lookup, heuristic_config,
-                                        vendor_gemm_from_m)
+from mxfp4_mm.launchers.aiter_path import AITER_CONFIG
+from mxfp4_mm.launchers.configs import config_lookup
+from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG, GEMM_PATHS, GemmConfig, config_from_fields
+from mxfp4_mm.launchers.heuristics import heuristic_config
+from mxfp4_mm.launchers.targets import SM90, target_facts
 
 
 def make(**fields):
@@ -51,6 +52,18 @@ def test_each_field_is_accepted_or_refused_at_its_boundary(field, good, bad):
     for value in bad:
         with pytest.raises(ValueError, match=f"bad GemmConfig: .*{field}"):
             make(**{field: value})
+
+
+@pytest.mark.parametrize("field, value", [("wave_split_k", 2), ("num_xcds", 8),
+                                          ("b_scales_first", True), ("waves_per_eu", 2),
+                                          ("matrix_instr_nonkdim", 32)])
+def test_the_hopper_path_refuses_what_it_does_not_read_and_the_preshuffle_path_reads_it(field,
+                                                                                      value):
+    assert getattr(make(**{field: value}), field) == value
+    with pytest.raises(ValueError, match=f"path='hopper' reads only .*; leave {field} out$"):
+        make(path="hopper", **{field: value})
+    assert make(path="hopper", swap_ab=True, split_k=2, split_k_reduce="last_program",
+                quantize_a_once=True).swap_ab
 
 
 def test_every_problem_is_named_in_one_error():
@@ -120,13 +133,6 @@ def test_config_for_looks_up_the_exact_shape_of_its_arch(monkeypatch):
     assert configs.config_for("other-arch", 8, 64, 512) == heuristic_config("other-arch", 8, 64, 512)
 
 
-def test_config_note(monkeypatch):
-    monkeypatch.setitem(configs.CONFIG_TABLE, "test-arch", {(8, 64, 512): {"note": "why"}})
-    assert configs.config_note("test-arch", [8, 64, 512]) == "why"
-    assert configs.config_note("test-arch", (8, 64, 1024)) == ""
-    assert configs.config_note("other-arch", (8, 64, 512)) == ""
-
-
 def test_table_entries_keep_every_field_but_the_note():
     table = configs._table({(1, 2, 3): {"block_m": 32, "block_n": 32, "block_k": 256,
                                         "split_k": 2, "num_warps": 2, "note": "x"}})
@@ -135,7 +141,7 @@ def test_table_entries_keep_every_field_but_the_note():
 
 def test_every_path_has_its_launcher_and_its_launches():
     from mxfp4_mm.launchers.paths import LAUNCH_SPECS, LAUNCHERS
-    assert tuple(LAUNCHERS) == tuple(LAUNCH_SPECS) == configs.GEMM_PATHS
+    assert tuple(LAUNCHERS) == tuple(LAUNCH_SPECS) == GEMM_PATHS
 
 def test_paths_read_their_fields_only_and_their_labels_name_them():
     assert DEQUANT_CONFIG.label == "dequant 32x32x256 w8" and AITER_CONFIG.label == "aiter"
@@ -154,8 +160,8 @@ def test_paths_read_their_fields_only_and_their_labels_name_them():
                                           ("gfx950", False), ("interpreter", False)])
 def test_the_lookup_serves_dequant_from_the_threshold_on_nvidia_before_sm100(arch, served):
     n, k = 4096, 4096
-    assert (vendor_gemm_from_m(arch) is not None) == served
-    for m in (VENDOR_GEMM_FROM_M, 4 * VENDOR_GEMM_FROM_M):
+    assert (target_facts(arch).vendor_gemm_from_m is not None) == served
+    for m in (SM90.vendor_gemm_from_m, 4 * SM90.vendor_gemm_from_m):
         assert (config_lookup(arch, m, n, k) == (DEQUANT_CONFIG, "heuristic")) == served
-    below = config_lookup(arch, VENDOR_GEMM_FROM_M - 1, n, k)[0]
+    below = config_lookup(arch, SM90.vendor_gemm_from_m - 1, n, k)[0]
     assert below.path == "preshuffle"

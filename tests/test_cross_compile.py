@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from mxfp4_mm.kernels.preshuffle_gemm import a_rows
-from mxfp4_mm.launchers.configs import GEMM_CONFIGS, GemmConfig
+from mxfp4_mm.launchers.configs import GEMM_CONFIGS
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER_TRITON = "3.6.0"
@@ -347,7 +348,7 @@ def test_narrow_tiles_with_fewer_warps_have_less_mfma_replication(runners_triton
 
 NARROW = """
 import json
-from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.tools.gfx950.report import call_rows
 print(json.dumps({w: call_rows((4, 2880, 512), GemmConfig(16, 32, 512, num_warps=w), "software")[0]
                   for w in (1, 2, 4)}))
@@ -425,7 +426,7 @@ ATTRIBUTE = """
 import json, sys
 from pathlib import Path
 import triton
-from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.tools.gfx950 import report as isa
 from mxfp4_mm.tools.gfx950.assembly import k_loop, parse
 asm = Path(sys.argv[1]).read_text().format(kernels=isa.QUANTIZER_SOURCE.parent,

@@ -28,7 +28,7 @@ from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.dequantize import dequantize_to_bf16
 from mxfp4_mm.launchers import current_target, dequant, ladder
-from mxfp4_mm.launchers.configs import DEQUANT_CONFIG, config_from_fields
+from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG, config_from_fields
 
 ODD = (37, 96, 320)       # M no multiple of a tile, N = 3 * 32, K = 5 * 64
 
@@ -105,7 +105,9 @@ def test_n_of_16_rows_past_a_scale_tile_is_proven_whole_and_as_a_last_chunk(devi
 
 
 class SkippedLaunch:
+    """A KernelLaunch (launchers.bypass) that launches nothing."""
     is_direct = False
+    registers = spilled_registers = None
 
     def __call__(self, *arguments):
         pass
@@ -150,7 +152,7 @@ def test_the_chunk_of_b_is_bounded_and_checked():
 
 _CROSS_COMPILE = """
 import json, torch
-from mxfp4_mm.launchers.configs import DEQUANT_CONFIG
+from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG
 from mxfp4_mm.launchers.dequant import dequant_launch_specs
 from mxfp4_mm.tools.gfx950.cross_compile import GFX950, SM90, compile_for
 from mxfp4_mm.tools.gfx950.report import _metadata_int

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import FlushRecorder
 
-from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TEST_SHAPES
+from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES, TEST_SHAPES
 from mxfp4_mm.tools import evaluate
 
 SMALL = "4,64,256,7"

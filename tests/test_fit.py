@@ -1,12 +1,13 @@
 """Every config the lookup serves fits the chip it is built for, and spills nothing where a
-config that does not spill exists (launchers.configs, launchers.fit, tools.fit).
+config that does not spill exists (launchers.configs, launchers.fit, launchers.targets,
+launchers.heuristics, tools.fit).
 
 - Over a grid of M from 1 to 16384 (powers of two and odd M) x the built-in model shapes
   (tools/model_shapes.py), and the task shapes, on gfx950 and on sm_90: the config served
   first (table or heuristic) has every launch within the target's shared memory (LDS) and
   spilling no register, each launch cross-compiled with the runner's Triton (3.6.0) by
   `python -m tools.isa --shapes` (each distinct kernel compiled once). The ladder's last own
-  rung (configs.FITTING_CONFIG) is a config that fits without spilling on both targets at
+  rung (gemm_config.FITTING_CONFIG) is a config that fits without spilling on both targets at
   every shape of the grid, so no served config may spill.
 - A config too big for a target is reported as not fitting, with its bytes and the limit,
   and tools.isa then exits 1.
@@ -28,9 +29,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from mxfp4_mm.launchers import configs, ladder
-from mxfp4_mm.launchers.configs import FITTING_CONFIG, GemmConfig, heuristic_config
-from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS
+from mxfp4_mm.launchers import ladder
+from mxfp4_mm.launchers.gemm_config import FITTING_CONFIG, GemmConfig
+from mxfp4_mm.launchers.heuristics import HEURISTICS, heuristic_config
+from mxfp4_mm.launchers.heuristics.sm90 import hopper_config, sm90_preshuffle
+from mxfp4_mm.launchers.targets import SM90, target_facts
+from mxfp4_mm.launchers.task_shapes import TASK_SHAPES
 from mxfp4_mm.tools import fit as tools_fit
 from mxfp4_mm.tools.model_shapes import MODEL_LAYERS
 
@@ -61,7 +65,7 @@ def test_the_grid_covers_every_model_shape_and_m(grid_rows):
     for layers in MODEL_LAYERS.values():
         for n, k in layers.values():
             assert {(m, n, k) for m in GRID_M} <= shapes
-    assert set(configs.TASK_SHAPES) <= shapes
+    assert set(TASK_SHAPES) <= shapes
     assert {row["triton"] for row in rows} == {RUNNER_TRITON}
     assert {row["source"] for row in rows} == {"table", "heuristic"}
 
@@ -71,7 +75,7 @@ def test_every_served_config_fits_its_target(grid_rows):
     too_big = [(row["shape"], row["label"], launch["kernel"], launch["shared_bytes"])
                for row in rows for launch in row["launches"] if not launch["fits"]]
     assert too_big == []
-    assert all(launch["shared_limit"] == SHARED_MEMORY_LIMITS[arch]
+    assert all(launch["shared_limit"] == target_facts(arch).shared_memory_bytes
                and 0 <= launch["shared_bytes"] <= launch["shared_limit"]
                for row in rows for launch in row["launches"])
     assert done.returncode == 0, done.stderr[-2000:]
@@ -88,7 +92,7 @@ def test_no_served_config_spills(grid_rows):
 
 CONFIG_ROWS = '''
 import json, sys
-from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.tools.fit import compile_all, config_row
 arch, config, shapes = sys.argv[1], GemmConfig(**json.loads(sys.argv[2])), json.loads(sys.argv[3])
 compile_all(arch, [(shape, config) for shape in shapes])
@@ -147,16 +151,16 @@ def test_tools_isa_names_the_bytes_and_exits_1_when_a_served_config_does_not_fit
                                          ("sm_100", "sm_90"), ("gfx950", "gfx950"),
                                          ("gfx942", "gfx950"), ("interpreter", "gfx950")])
 def test_each_arch_takes_its_familys_heuristic(arch, rules):
-    assert configs.heuristic_arch(arch) == rules
-    assert heuristic_config(arch, 8, 4096, 4096) == configs.HEURISTICS[rules](8, 4096, 4096)
+    assert target_facts(arch).heuristic == rules
+    assert heuristic_config(arch, 8, 4096, 4096) == HEURISTICS[rules](8, 4096, 4096)
 
 
-@pytest.mark.parametrize("m", [1, 7, configs.HOPPER_MAX_M, configs.HOPPER_MAX_M + 1, 64, 1000])
+@pytest.mark.parametrize("m", [1, 7, SM90.hopper_max_m, SM90.hopper_max_m + 1, 64, 1000])
 def test_sm90_serves_the_hopper_path_up_to_its_m_and_the_preshuffle_gemm_above(m):
-    expected = (configs.hopper_config(m, 4096, 4096) if m <= configs.HOPPER_MAX_M
-                else configs.sm90_preshuffle(m, 4096, 4096))
+    expected = (hopper_config(m, 4096, 4096) if m <= SM90.hopper_max_m
+                else sm90_preshuffle(m, 4096, 4096))
     assert heuristic_config("sm_90", m, 4096, 4096) == expected
-    assert expected.path == ("hopper" if m <= configs.HOPPER_MAX_M else "preshuffle")
+    assert expected.path == ("hopper" if m <= SM90.hopper_max_m else "preshuffle")
 
 
 @pytest.mark.parametrize("m, n, k, split_k", [
@@ -170,7 +174,7 @@ def test_sm90_serves_the_hopper_path_up_to_its_m_and_the_preshuffle_gemm_above(m
     (4, 2880, 512, 1),        # two K tiles
 ])
 def test_sm90_splits_k_by_k_tiles_within_the_partials_bound(m, n, k, split_k):
-    config = configs.sm90_preshuffle(m, n, k)
+    config = sm90_preshuffle(m, n, k)
     assert config.split_k == split_k
     assert config.split_k_reduce == ("last_program" if split_k > 1 else "kernel")
 
@@ -179,7 +183,7 @@ def test_sm90_splits_k_by_k_tiles_within_the_partials_bound(m, n, k, split_k):
                                       (32, (32, 64, 8)), (33, (64, 64, 8)),
                                       (1023, (64, 64, 8)), (1024, (128, 64, 8))])
 def test_sm90_tiles_by_m(m, tiles):
-    config = configs.sm90_preshuffle(m, 4096, 4096)
+    config = sm90_preshuffle(m, 4096, 4096)
     assert (config.block_m, config.block_n, config.num_warps) == tiles
     assert config.block_k == 256 and config.quantize_a_once == (m >= 1024)
 

@@ -18,7 +18,8 @@ from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.quantize import quantize_rows
 from mxfp4_mm.launchers import current_target, launcher_for
 from mxfp4_mm.kernels.preshuffle_gemm import SCALED_MFMA_K
-from mxfp4_mm.launchers.configs import GEMM_CONFIGS, GemmConfig
+from mxfp4_mm.launchers.configs import GEMM_CONFIGS
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.launchers.fit import DoesNotFit
 from mxfp4_mm.launchers import ladder
 from mxfp4_mm.launchers.gemm import GemmLauncher
@@ -393,7 +394,7 @@ def test_counter_rows(split_k, reduce, k, tiles):
     """Zeroed counter rows only for an in-kernel split-K reduce: IN_FLIGHT_CALLS rows of one
     buffer, each 16-byte aligned."""
     config = GemmConfig(16, 64, 256, split_k=split_k, split_k_reduce=reduce)
-    rows = gemm_module.counter_rows(config, 40, 128, k, "cpu")
+    rows = gemm_module.counter_rows(config, 40, 128, gemm_module.split_plan(config, k), "cpu")
     if tiles is None:
         assert rows is None
         return
@@ -405,10 +406,12 @@ def test_counter_rows(split_k, reduce, k, tiles):
 
 def test_counter_rows_stay_within_their_memory_bound():
     config = GemmConfig(16, 32, 256, split_k=2, split_k_reduce="last_program")
-    rows = gemm_module.counter_rows(config, 4096, 4096, 512, "cpu")
+    rows = gemm_module.counter_rows(config, 4096, 4096, gemm_module.split_plan(config, 512),
+                                   "cpu")
     tiles = 256 * 128
     assert len(rows) == gemm_module.COUNTER_WORDS // tiles and rows[0].shape == (tiles,)
-    assert gemm_module.counter_rows(config, 16, 64, 512, "cpu", rows=1)[0].shape == (2,)
+    assert gemm_module.counter_rows(config, 16, 64, gemm_module.split_plan(config, 512), "cpu",
+                                    rows=1)[0].shape == (2,)
 
 
 @pytest.fixture

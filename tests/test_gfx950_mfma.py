@@ -4,7 +4,7 @@ quantize-once path by its one modelled time."""
 
 import pytest
 
-from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.tools.gfx950 import mfma, model, paths
 
 MFMA16 = "\tv_mfma_scale_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[0:3], v1, v2\n"

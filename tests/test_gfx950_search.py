@@ -12,7 +12,7 @@
 
 import pytest
 
-from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 
 HARDWARE_BAR = 8.0   # the hardware quantizer's fast-path bar, MAX_FAST_PATH_INSTRUCTIONS's
 

@@ -29,10 +29,12 @@ import triton.language as tl
 from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats, hopper_gemm
 from mxfp4_mm.kernels.quantize import quantize_rows
-from mxfp4_mm.launchers.configs import (GEMM_CONFIGS, HOPPER_MAX_M, GemmConfig, config_lookup,
-                               hopper_config)
+from mxfp4_mm.launchers.configs import GEMM_CONFIGS, config_lookup
+from mxfp4_mm.launchers.gemm_config import GemmConfig
+from mxfp4_mm.launchers.heuristics.sm90 import hopper_config
 from mxfp4_mm.launchers.gemm import GemmLauncher, launch_specs
 from mxfp4_mm.launchers.paths import build_launcher
+from mxfp4_mm.launchers.targets import SM90
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -275,7 +277,7 @@ def _emulated_inline_asm(self, asm, constraints, values, result_types, is_pure, 
 
 
 def test_the_sm90_rule_serves_the_hopper_path_up_to_its_m_and_nothing_else_changes():
-    for m in (1, 8, HOPPER_MAX_M):
+    for m in (1, 8, SM90.hopper_max_m):
         for n, k in ((6144, 4096), (4096, 14336), (2880, 1024)):
             config, source = config_lookup("sm_90", m, n, k)
             assert (config, source) == (hopper_config(m, n, k), "heuristic")
@@ -283,7 +285,7 @@ def test_the_sm90_rule_serves_the_hopper_path_up_to_its_m_and_nothing_else_chang
             assert config.block_m >= m and config.block_k == 256
             programs = formats.cdiv(m, config.block_m) * formats.cdiv(n, config.block_n)
             assert config.split_k == 1 or programs * config.split_k <= 400
-    assert config_lookup("sm_90", HOPPER_MAX_M + 1, 4096, 4096)[0].path == "preshuffle"
+    assert config_lookup("sm_90", SM90.hopper_max_m + 1, 4096, 4096)[0].path == "preshuffle"
     for arch in ("gfx950", "interpreter"):
         assert config_lookup(arch, 1, 6144, 4096)[0].path == "preshuffle"
     assert all(c.path == "preshuffle" for table in GEMM_CONFIGS.values() for c in table.values())
@@ -317,7 +319,7 @@ os.environ.pop("TRITON_INTERPRET", None)
 import triton
 from mxfp4_mm.tools.fit import cubin_resources
 from mxfp4_mm.tools.gfx950.cross_compile import SM90, compile_for
-from mxfp4_mm.launchers.configs import hopper_config
+from mxfp4_mm.launchers.heuristics.sm90 import hopper_config
 from mxfp4_mm.launchers.gemm import launch_specs
 for m, n, k in ((1, 4096, 4096), (8, 28672, 4096), (32, 4096, 14336), (64, 6144, 4096)):
     spec = [s for s in launch_specs(hopper_config(m, n, k), "cuda", m, n, k, (k, 1), "meta")

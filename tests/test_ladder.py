@@ -17,8 +17,10 @@ from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.quantize import fast_path_blocks
 from mxfp4_mm.launchers import configs, ladder, proof
-from mxfp4_mm.launchers.configs import (FITTING_CONFIG, QUIET_VARIABLE, GemmConfig, config_for,
-                               heuristic_config)
+from mxfp4_mm.launchers.configs import QUIET_VARIABLE, config_for
+from mxfp4_mm.launchers.gemm_config import FITTING_CONFIG, GemmConfig
+from mxfp4_mm.launchers.launcher import Launcher
+from mxfp4_mm.launchers.heuristics import heuristic_config
 from mxfp4_mm.launchers.fit import DoesNotFit
 from mxfp4_mm.submission import custom_kernel
 
@@ -26,10 +28,12 @@ SHAPE = (4, 96, 512)           # in no table: its heuristic config is the table'
 TABLE_SHAPE = (4, 2880, 512)   # a benchmark shape: its heuristic config differs
 
 
-class FakeLauncher:
+class FakeLauncher(Launcher):
     """Returns the reference output, optionally with one element changed in one case, or with
     one bit of one element flipped (within any tolerance) in call number wrong_call (1 the
     first) whatever its case."""
+
+    is_direct = False
 
     def __init__(self, is_direct=False, wrong_case=None, direct_differs=False,
                  reduces_in_kernel=False, wrong_call=None):
@@ -56,6 +60,9 @@ class FakeLauncher:
         if direct and self.direct_differs:
             out.view(torch.int16)[-1, -1] ^= 1
         return out
+
+    def kernel_launches(self):
+        return {}
 
 
 interpreter_only = pytest.mark.interpreter     # drives gfx950's rungs through the interpreter
@@ -223,7 +230,7 @@ def test_the_ladder_order():
 
 def test_the_small_tiles_rung_is_left_out_where_it_is_the_config(monkeypatch):
     monkeypatch.setitem(configs.GEMM_CONFIGS, "gfx950",
-                        {TABLE_SHAPE: configs.FITTING_CONFIG})
+                        {TABLE_SHAPE: FITTING_CONFIG})
     assert rung_names("gfx950", TABLE_SHAPE)[-2:] == ["standard launch", "heuristic config"]
 
 
@@ -251,8 +258,8 @@ BIG, SMALL = GemmConfig(128, 256, 512), GemmConfig(16, 32, 256)
 
 
 class SpillingLauncher(FakeLauncher):
-    def spilling_launches(self):
-        return {"gemm": 42}
+    def launch_resources(self):
+        return {"gemm": dict(n_regs=255, n_spills=42)}
 
 
 def test_a_rung_that_does_not_fit_steps_down_past_its_config_in_one_line(capsys):

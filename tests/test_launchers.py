@@ -9,8 +9,10 @@ import torch
 
 from mxfp4_mm import launchers
 from mxfp4_mm.launchers import bypass, configs
-from mxfp4_mm.launchers.configs import (GEMM_CONFIGS, TASK_SHAPES, GemmConfig, config_for,
-                               heuristic_config)
+from mxfp4_mm.launchers.configs import GEMM_CONFIGS, config_for
+from mxfp4_mm.launchers.gemm_config import GemmConfig
+from mxfp4_mm.launchers.heuristics import heuristic_config
+from mxfp4_mm.launchers.task_shapes import TASK_SHAPES
 from mxfp4_mm.launchers.gemm import GemmLauncher
 
 ARCHES = ("gfx950", "sm_90")

@@ -8,7 +8,7 @@ import torch
 
 from mxfp4_mm import launchers  # noqa: F401  (registers the op)
 from mxfp4_mm import reference
-from mxfp4_mm.launchers.configs import TASK_SHAPES
+from mxfp4_mm.launchers.task_shapes import TASK_SHAPES
 from mxfp4_mm.submission import custom_kernel
 
 SMALL = (4, 64, 256)

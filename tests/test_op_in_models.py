@@ -15,7 +15,7 @@ from torch._dynamo.utils import counters
 
 from mxfp4_mm import launchers
 from mxfp4_mm import reference
-from mxfp4_mm.launchers.configs import TASK_SHAPES
+from mxfp4_mm.launchers.task_shapes import TASK_SHAPES
 from mxfp4_mm.launchers.linear import MXFP4Linear
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,7 +99,7 @@ def test_a_launcher_holds_only_its_counter_rows():
     """Partials and outputs are made per call; what a launcher holds (the in-kernel reduce's
     counter rows) is made when it is built, in the build thread, outside
     any graph's memory pool."""
-    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     from mxfp4_mm.launchers.gemm import GemmLauncher
     config = GemmConfig(16, 64, 256, split_k=2, split_k_reduce="last_program")
     launcher = GemmLauncher(config, "interpreter", 16, 64, 512, (512, 1), "cpu")

@@ -2,7 +2,7 @@
 A's MXFP4 codes and E8M0 scales once, then the GEMM runs on them. On odd shapes (M not a
 multiple of the tile, K a multiple of 64 only, a ragged N tile, split K, a strided A) its
 output is the reference's and, bit for bit, the fused GEMM's of the same tiles; the ladder
-proves it like any launcher, and the heuristic takes it from QUANTIZE_ONCE_MIN_M on."""
+proves it like any launcher, and the heuristic takes it from GFX950.quantize_once_from_m on."""
 
 import dataclasses
 
@@ -13,9 +13,11 @@ from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.quantize import quantize_rows
 from mxfp4_mm.launchers import current_target
-from mxfp4_mm.launchers.configs import QUANTIZE_ONCE_MIN_M, GemmConfig, heuristic_config
+from mxfp4_mm.launchers.gemm_config import GemmConfig
+from mxfp4_mm.launchers.heuristics import heuristic_config
 from mxfp4_mm.launchers.gemm import GemmLauncher
 from mxfp4_mm.launchers.ladder import proven_launcher
+from mxfp4_mm.launchers.targets import GFX950
 
 
 def launch(config, a, b_shuffle, b_scale_sh):
@@ -66,15 +68,15 @@ def test_the_quantize_kernel_masks_the_rows_past_m_and_is_bit_exact(device, rows
 
 
 def test_the_heuristic_quantizes_a_once_from_its_threshold_with_tiles_up_to_256():
-    below, at = heuristic_config("gfx950", QUANTIZE_ONCE_MIN_M - 1, 4096, 4096), \
-        heuristic_config("gfx950", QUANTIZE_ONCE_MIN_M, 4096, 4096)
+    below, at = heuristic_config("gfx950", GFX950.quantize_once_from_m - 1, 4096, 4096), \
+        heuristic_config("gfx950", GFX950.quantize_once_from_m, 4096, 4096)
     assert not below.quantize_a_once and at.quantize_a_once and at.block_m == 128
     assert heuristic_config("gfx950", 8192, 4096, 4096).block_m == 256
 
 
 @pytest.mark.interpreter
 def test_the_ladder_proves_a_quantize_once_launcher(device):
-    m, n, k = QUANTIZE_ONCE_MIN_M + 3, 64, 256
+    m, n, k = GFX950.quantize_once_from_m + 3, 64, 256
     launcher = proven_launcher("interpreter", "interpreter", m, n, k, (k, 1), device)
     assert launcher.config.quantize_a_once and launcher.rung == "software quantizer"
     assert launcher.launches_per_call == 2

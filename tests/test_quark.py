@@ -1,4 +1,4 @@
-"""AMD Quark MXFP4 checkpoints into MXFP4Linear (launchers.linear.load_quark), against the fixture
+"""AMD Quark MXFP4 checkpoints into MXFP4Linear (launchers.quark.load_quark), against the fixture
 amd-quark itself made (tools/quark_fixture.py): each quantized linear against Quark's own
 fake-quantized module, the tiny Llama's logits against Quark's, one-line refusals of other
 quantizations, and, where amd-quark is installed, the fixture made anew and loaded."""
@@ -15,7 +15,9 @@ import torch
 
 from mxfp4_mm import launchers  # noqa: F401  (registers the op)
 from mxfp4_mm.kernels import formats
-from mxfp4_mm.launchers.linear import MXFP4Linear, QuarkFormatError, load_quark
+from mxfp4_mm.launchers import linear, quark
+from mxfp4_mm.launchers.linear import MXFP4Linear
+from mxfp4_mm.launchers.quark import QuarkFormatError, load_quark
 from mxfp4_mm.launchers.proof import compare
 
 FIXTURE = Path(__file__).parent / "data" / "quark_tiny_llama"
@@ -52,6 +54,18 @@ def _quark_linear(x, weight):
     codes, scales = formats.quantize_mxfp4(x.reshape(-1, x.shape[-1]))
     return (formats.dequantize_mxfp4(codes, scales).to(x.dtype) @ weight.t().to(x.dtype)
             ).view(*x.shape[:-1], -1)
+
+
+def test_the_layers_module_names_the_loader_and_either_module_imports_first():
+    assert (linear.load_quark, linear.quark_to_mxfp4) == (quark.load_quark, quark.quark_to_mxfp4)
+    with pytest.raises(AttributeError, match="no attribute 'quark_layers'"):
+        linear.quark_layers
+    for first, second in (("quark", "linear"), ("linear", "quark")):
+        code = (f"import mxfp4_mm.launchers.{first}, mxfp4_mm.launchers.{second}; "
+                f"from mxfp4_mm.launchers.linear import load_quark, quark_to_mxfp4")
+        done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                              text=True)
+        assert done.returncode == 0, done.stderr
 
 
 def test_the_fixture_is_the_export_the_script_describes():
@@ -281,7 +295,7 @@ def test_quark_to_mxfp4_swaps_quarks_modules_in_place():
             checkpoint[f"{name}.weight_scale"]))
     model.load_state_dict({key: tensor for key, tensor in checkpoint.items()
                            if key.rpartition(".")[0] not in names}, strict=False)
-    from mxfp4_mm.launchers.linear import quark_to_mxfp4
+    from mxfp4_mm.launchers.quark import quark_to_mxfp4
     assert quark_to_mxfp4(model) is model
     assert sorted(name for name, module in model.named_modules()
                   if isinstance(module, MXFP4Linear)) == names
@@ -303,7 +317,7 @@ def test_quark_makes_the_committed_fixture_anew_and_it_loads(tmp_path):
     model = load_quark(tmp_path)
     assert sum(isinstance(module, MXFP4Linear) for module in model.modules()) == 14
     import transformers
-    from mxfp4_mm.launchers.linear import quark_to_mxfp4
+    from mxfp4_mm.launchers.quark import quark_to_mxfp4
     # (use_kernels=False: transformers' Hub kernels need Hugging Face's `kernels` package)
     through_quark = quark_to_mxfp4(transformers.AutoModelForCausalLM.from_pretrained(
         tmp_path, dtype=torch.bfloat16, use_kernels=False))

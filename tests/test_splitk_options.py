@@ -9,7 +9,7 @@ import triton.language as tl
 
 from mxfp4_mm import reference
 from mxfp4_mm.kernels.preshuffle_gemm import _xcd_remapped
-from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.launchers.gemm import GemmLauncher
 from mxfp4_mm.tools.gfx950.release_order import release_ordered, release_problems
 

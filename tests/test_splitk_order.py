@@ -7,7 +7,7 @@ import torch
 
 from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats
-from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.launchers.gemm import GemmLauncher
 
 M, N, BLOCK_K = 16, 32, 256

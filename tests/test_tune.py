@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from mxfp4_mm.launchers import aiter_path, candidates, config_table
-from mxfp4_mm.launchers.configs import (AITER_CONFIG, DEQUANT_CONFIG, GEMM_CONFIGS,
-                                        VENDOR_GEMM_FROM_M, GemmConfig)
+from mxfp4_mm.launchers import aiter_path, config_table
+from mxfp4_mm.launchers.aiter_path import AITER_CONFIG
+from mxfp4_mm.launchers.configs import GEMM_CONFIGS
+from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG, GemmConfig
+from mxfp4_mm.launchers.targets import GFX950, SM90
 from mxfp4_mm.tools import tune
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,9 +140,57 @@ def test_without_a_gpu_it_says_so_and_fails():
 def test_tools_tune_tries_the_other_paths_first_and_refines_none_of_them(monkeypatch):
     from mxfp4_mm.tools import tune
     monkeypatch.setattr(aiter_path, "available", lambda: True)
-    m = VENDOR_GEMM_FROM_M
+    m = SM90.vendor_gemm_from_m
     assert tune.tile_candidates("sm_90", m, 4096, 4096, 132)[0] == DEQUANT_CONFIG
     assert DEQUANT_CONFIG not in tune.tile_candidates("sm_90", m - 1, 4096, 4096, 132)
-    assert tune.tile_candidates("gfx950", candidates.AITER_CANDIDATE_FROM_M, 4096, 4096,
+    assert tune.tile_candidates("gfx950", GFX950.aiter_candidate_from_m, 4096, 4096,
                                 256)[0] == AITER_CONFIG
     assert tune.refine_candidates("sm_90", DEQUANT_CONFIG, 4096) == []
+
+
+class CallingLoop:
+    """Stands in for the runner's timed loop: calls the function, 1 µs a call."""
+
+    def time(self, fn, calls):
+        for _ in range(calls):
+            fn()
+        return [1.0] * calls
+
+
+def fake_aiter(monkeypatch):
+    """aiter's three functions as the exact computation on the CPU (aiter is AMD-only)."""
+    import torch
+    from mxfp4_mm.kernels import formats
+    from mxfp4_mm.launchers import aiter_path
+
+    def gemm_a4w4(codes, b_shuffle, a_scales, b_scale_sh, dtype, bpreshuffle):
+        n, k = b_shuffle.shape[0], 2 * b_shuffle.view(torch.uint8).shape[1]
+        b_codes = formats.unshuffle_weight(b_shuffle.view(torch.uint8))
+        b_scales = formats.e8m0_unshuffle(b_scale_sh.view(torch.uint8), n, k // 32)
+        a = formats.dequantize_mxfp4(codes.view(torch.uint8), a_scales.view(torch.uint8))
+        return (a @ formats.dequantize_mxfp4(b_codes, b_scales).t()).to(dtype)
+    monkeypatch.setattr(aiter_path, "_aiter",
+                        lambda: (formats.quantize_mxfp4, lambda scales: scales, gemm_a4w4))
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("path", ["preshuffle", "hopper", "dequant", "aiter"])
+def test_measure_takes_every_paths_launcher(monkeypatch, path):
+    """tools.tune's measure on each path's launcher (launchers.paths): checked against the
+    reference, timed, its launches' registers and spills read through the launcher contract
+    (launchers.launcher), none known in the interpreter."""
+    from mxfp4_mm import reference
+    from mxfp4_mm.launchers.gemm_config import config_from_fields
+    fake_aiter(monkeypatch)
+    fields = {"preshuffle": dict(block_m=16, block_n=32, block_k=256),
+              "hopper": dict(block_m=16, block_n=32, block_k=256, swap_ab=True)}
+    config = config_from_fields(dict(fields.get(path, {}), path=path))
+    data = reference.generate_input(8, 64, 256, seed=3)
+    result = tune.measure(config, "interpreter", data, CallingLoop(), calls=2)
+    assert result["ok"], result
+    assert result["calls"] == 2 and result["median_us"] == 1.0
+    launches = {"preshuffle": ["gemm"], "hopper": ["gemm"], "aiter": [],
+                "dequant": ["quantize", "dequantize_a", "dequantize_b"]}[path]
+    assert list(result["resources"]) == launches
+    assert all(found == dict(n_regs=None, n_spills=None) for found in result["resources"].values())
+    assert not tune.spills(result)

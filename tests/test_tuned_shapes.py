@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from mxfp4_mm.launchers import configs, tuned_shapes
-from mxfp4_mm.launchers.configs import (AITER_CONFIG, DEQUANT_CONFIG, GEMM_CONFIGS, M_BUCKET_CAP,
-                                        VENDOR_GEMM_FROM_M, GemmConfig, config_from_fields,
-                                        config_lookup, heuristic_config, m_bucket, note_untuned,
-                                        untuned_shapes)
+from mxfp4_mm.launchers.aiter_path import AITER_CONFIG
+from mxfp4_mm.launchers.configs import (GEMM_CONFIGS, M_BUCKET_CAP, config_lookup, m_bucket,
+                                        note_untuned, untuned_shapes)
+from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG, GemmConfig, config_from_fields
+from mxfp4_mm.launchers.targets import SM90
+from mxfp4_mm.launchers.heuristics import heuristic_config
 from mxfp4_mm.launchers.tuned_shapes import ConfigFileError, file_entry, load_configs, write_configs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -276,7 +278,7 @@ def test_tools_tune_tries_a_quantized_once_up_to_256_rows_from_m_64():
     assert not any(c.quantize_a_once for c in small)
 
 def test_table_and_file_entries_come_before_the_dequant_path(tmp_path):
-    m, n, k = 2 * VENDOR_GEMM_FROM_M, 4096, 4096
+    m, n, k = 2 * SM90.vendor_gemm_from_m, 4096, 4096
     entry = GemmConfig(128, 128, 256, quantize_a_once=True)
     configs.add_entries("sm_90", {}, {(n, k, configs.m_bucket(m)): entry})
     assert config_lookup("sm_90", m, n, k) == (entry, "bucket")

@@ -28,9 +28,13 @@ import pytest
 
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.launchers import aiter_path, candidates, ladder, tuner
-from mxfp4_mm.launchers.configs import (AITER_CONFIG, BENCHMARK_SHAPES, DEQUANT_CONFIG,
-                                        VENDOR_GEMM_FROM_M, GemmConfig, config_for, config_lookup,
-                                        heuristic_config)
+from mxfp4_mm.launchers.aiter_path import AITER_CONFIG
+from mxfp4_mm.launchers.configs import config_for, config_lookup
+from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG, GemmConfig
+from mxfp4_mm.launchers.heuristics import heuristic_config
+from mxfp4_mm.launchers.targets import GFX950, SM90
+from mxfp4_mm.launchers.launcher import Launcher
+from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES
 
 SHAPE = (4, 2880, 512)
 CONFIGS = [GemmConfig(16, 32, 512), GemmConfig(16, 64, 512), GemmConfig(16, 32, 256, split_k=2)]
@@ -109,11 +113,12 @@ def test_a_failing_or_wrong_candidate_is_never_timed_and_never_wins():
     assert result.rows[2].times is None and "ProofFailure" in result.rows[2].reason
 
 
-class WrongLauncher:
-    is_direct = False
-
+class WrongLauncher(Launcher):
     def __init__(self, *args, **kwargs):   # also stands in for build_launcher(config, ...)
         pass
+
+    def kernel_launches(self):
+        return {}
 
     def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
         import torch
@@ -443,7 +448,7 @@ def test_the_report_notes_the_table_when_nothing_was_timed():
 
 @pytest.mark.usefixtures("fresh_lookup")
 def test_the_import_time_tuner_offers_dequant_from_the_threshold_and_the_fused_gemm_beside_it():
-    m, n, k = VENDOR_GEMM_FROM_M, 2048, 512
+    m, n, k = SM90.vendor_gemm_from_m, 2048, 512
     found = tuner.candidate_configs("sm_90", (m, n, k))
     assert found[0] == DEQUANT_CONFIG and heuristic_config("sm_90", m, n, k) in found
     assert all(c.path == "preshuffle" for c in tuner.candidate_configs("sm_90", (m - 1, n, k)))
@@ -454,7 +459,7 @@ def test_the_import_time_tuner_offers_dequant_from_the_threshold_and_the_fused_g
 @pytest.mark.parametrize("imports", [True, False])
 def test_aiter_is_a_candidate_on_gfx950_at_large_m_where_it_imports(monkeypatch, imports):
     monkeypatch.setattr(aiter_path, "available", lambda: imports)
-    m = candidates.AITER_CANDIDATE_FROM_M
+    m = GFX950.aiter_candidate_from_m
     assert (AITER_CONFIG in tuner.candidate_configs("gfx950", (m, 4096, 4096))) == imports
     assert AITER_CONFIG not in tuner.candidate_configs("gfx950", (m - 1, 4096, 4096))
     assert AITER_CONFIG not in tuner.candidate_configs("sm_90", (m, 4096, 4096))
@@ -466,14 +471,17 @@ def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_can
     """tune() on sm_89 (no listed candidates): at the threshold it builds the fused heuristic
     beside the served dequant launcher and times both; below it, it tunes nothing."""
     from mxfp4_mm.launchers.proof import reference_output
-    shape = (VENDOR_GEMM_FROM_M, 32, 64)
+    shape = (SM90.vendor_gemm_from_m, 32, 64)
     built = []
 
-    class Right:
+    class Right(Launcher):
         def __init__(self, config, *args, **kwargs):
             self.config, self.quantizer = config, "software"
             self.rung = ladder.QUANTIZER_RUNGS["software"]
             built.append(config)
+
+        def kernel_launches(self):
+            return {}
 
         def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
             codes = formats.unshuffle_weight(b_shuffle)
@@ -497,7 +505,7 @@ def test_tune_times_dequant_against_the_fused_gemm_on_an_arch_without_listed_can
     replacements = tuner.tune([shape], lambda s: served, "cpu", "sm_89", "cuda")
     assert built == [heuristic_config("sm_89", *shape)] and list(replacements) == [shape]
     assert "dequant 32x32x256 w8" in capsys.readouterr().err
-    below = (VENDOR_GEMM_FROM_M - 1, 32, 64)
+    below = (SM90.vendor_gemm_from_m - 1, 32, 64)
     served_below = Right(config_lookup("sm_89", *below)[0])
     assert tuner.tune([below], lambda s: served_below, "cpu", "sm_89", "cuda") == {}
     assert capsys.readouterr().err == ""

@@ -39,7 +39,7 @@ F.linear bf16, with the prepared weight's bytes at the copy bandwidth (tools/ben
     python -m tools.bench --vendor-gemm [--shapes M,N,K ...] [--calls 100] [--json FILE]
 
 measures the M from which the "dequant" path (launchers.dequant: A and B dequantized to bf16,
-the vendor GEMM) serves chips without FP4 MMA (launchers.configs.VENDOR_GEMM_FROM_M): per
+the vendor GEMM) serves chips without FP4 MMA (launchers.targets: Target.vendor_gemm_from_m): per
 shape (default each M of VENDOR_GEMM_M with each (N, K) of VENDOR_GEMM_NK) the fused GEMM (the
 looked-up config, the heuristic's where the lookup serves another path) and the dequant path,
 each proven, checked and timed in the runner's loop, beside F.linear bf16; then a table, per
@@ -309,10 +309,9 @@ def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):
                              if launcher.gemm.is_direct else None)
         host_us["standard"] = host_time_us(lambda: launcher.gemm.standard(*args), host_calls)
     floor = floor_us(gemm_bytes(m, n, k), empty_kernel_us, bandwidth)
-    label = getattr(launcher.config, "label", str(launcher.config))
-    row = make_row(spec, timings, floor, launcher.launches_per_call, label, host_us, failures)
-    if dataclasses.is_dataclass(launcher.config):
-        row["config_fields"] = dataclasses.asdict(launcher.config)
+    row = make_row(spec, timings, floor, launcher.launches_per_call, launcher.config.label,
+                   host_us, failures)
+    row["config_fields"] = dataclasses.asdict(launcher.config)
     return row
 
 
@@ -416,7 +415,9 @@ def vendor_gemm_row(spec, time_us, device="cuda") -> dict:
     µs per call); a path that fails gets None and its reason."""
     from mxfp4_mm import reference
     from mxfp4_mm.launchers import current_target
-    from mxfp4_mm.launchers.configs import DEQUANT_CONFIG, config_lookup, heuristic_config
+    from mxfp4_mm.launchers.configs import config_lookup
+    from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG
+    from mxfp4_mm.launchers.heuristics import heuristic_config
     from mxfp4_mm.launchers.ladder import Rung, prove_rung
     from mxfp4_mm.launchers.paths import build_launcher
 
@@ -473,7 +474,8 @@ def run_vendor_gemm(specs, args) -> int:
         below = (" (the smallest M timed: time smaller ones with --shapes to see whether it "
                  "wins below)" if threshold == min(row["m"] for row in rows) else "")
         print(f"vendor GEMM threshold on {arch}: the dequant path wins on every (N, K) from "
-              f"M = {threshold}: set launchers.configs.VENDOR_GEMM_FROM_M = {threshold}{below}")
+              f"M = {threshold}: set vendor_gemm_from_m={threshold} in launchers/targets.py's "
+              f"record of {arch}{below}")
     if args.json:
         Path(args.json).write_text(json.dumps(dict(device=device, calls=args.calls, rows=rows,
                                                    wins_from={f"{n},{k}": m for (n, k), m
@@ -938,7 +940,7 @@ def build_parser():
                         help="time the fused GEMM, the dequant path (A and B dequantized to "
                              "bf16, the vendor GEMM) and F.linear bf16 per shape, and print the "
                              "smallest M from which the dequant path wins on every N,K "
-                             "(launchers.configs.VENDOR_GEMM_FROM_M)")
+                             "(launchers.targets: Target.vendor_gemm_from_m)")
     parser.add_argument("--prepared", action="store_true",
                         help="time the prepared-weight path for NVIDIA Hopper per shape "
                              "(model names and N,K pairs take each M of --m)")

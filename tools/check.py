@@ -72,8 +72,8 @@ def main(argv=None):
     print(f"\n{'shape':<18} {'launch':<9} {'splits':>6}  {'served by':<20} config")
     for (m, n, k), launcher in used.items():
         kind = "direct" if launcher.is_direct else "standard"
-        label = getattr(launcher.config, "label", launcher.config)   # aiter's is a string
-        print(f"{m:>5} {n:>5} {k:>5}  {kind:<9} {launcher.splits:>6}  {launcher.rung:<20} {label}")
+        print(f"{m:>5} {n:>5} {k:>5}  {kind:<9} {launcher.splits:>6}  {launcher.rung:<20} "
+              f"{launcher.config.label}")
     total = len(specs) * args.seeds
     print(f"\n{total - failures} passed, {failures} failed in {time.perf_counter() - began:.0f} s")
     return 1 if failures else 0

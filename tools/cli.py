@@ -3,7 +3,7 @@
 Every tool that takes shapes takes the same words: `tests`, `benchmarks` or `all` (the task's
 shape sets, launchers.configs) and `M,N,K`, several at once; tools.evaluate also takes
 `M,N,K,seed` (and tools.check). A shape given without a seed takes the runner's seed for it
-(task.yml's, launchers.configs.TASK_SEEDS) where it is a task shape, else SEED_BASE + its index
+(task.yml's, launchers.task_shapes.TASK_SEEDS) where it is a task shape, else SEED_BASE + its index
 in the list. A shape the input format cannot hold (K not a multiple of 64, N not a multiple
 of 16, a size below 1) is a usage error: one line on stderr and exit code 2.
 
@@ -141,7 +141,7 @@ def check_shape(m: int, n: int, k: int) -> None:
 
 def shape_cases(words, with_seed: bool = False, option: str = "--shapes") -> list:
     """--shapes words (given to `option`) -> [(m, n, k, seed or None)], every shape checked."""
-    from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
+    from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
     named = {"tests": TEST_SHAPES, "benchmarks": BENCHMARK_SHAPES, "all": TASK_SHAPES}
     sizes = (3, 4) if with_seed else (3,)
     cases = []
@@ -164,7 +164,7 @@ def shape_cases(words, with_seed: bool = False, option: str = "--shapes") -> lis
 
 def default_seed(m: int, n: int, k: int, index: int) -> int:
     """The runner's seed of a task shape, else SEED_BASE + its index in the list."""
-    from mxfp4_mm.launchers.configs import TASK_SEEDS
+    from mxfp4_mm.launchers.task_shapes import TASK_SEEDS
     return TASK_SEEDS.get((m, n, k), SEED_BASE + index)
 
 

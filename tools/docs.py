@@ -138,7 +138,7 @@ def _shape(shape) -> str:
 
 
 def _benchmark_gemm_rows(rows) -> list:
-    from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES
+    from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES
     by_shape = {tuple(row["shape"]): row for row in rows if row["kernel"] == "gemm"}
     return [by_shape[shape] for shape in BENCHMARK_SHAPES]
 
@@ -153,7 +153,7 @@ def fast_path_range(rows) -> str:
 
 
 def fast_path_markdown(rows) -> str:
-    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     lines = ["| shape | config | whole quantizer (`q/elem`) | fast path (`q/fast`) "
              "| fast path per element of the MFMA's tile |", "|---|---|---|---|---|"]
     for row in _benchmark_gemm_rows(rows):
@@ -166,7 +166,7 @@ def fast_path_markdown(rows) -> str:
 
 def registers_markdown(rows) -> str:
     """Per kernel of the gfx950 table (hardware quantizer): its registers and what they allow."""
-    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     lines = ["| shape | kernel | config | VGPRs | AGPRs | SGPRs | waves/SIMD | LDS bytes | "
              "scratch, spills | workgroups |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
@@ -189,13 +189,18 @@ def proof_lines() -> str:
     import io
     from mxfp4_mm.kernels import formats
     from mxfp4_mm.launchers import ladder
+    from mxfp4_mm.launchers.launcher import Launcher
     from mxfp4_mm.launchers.proof import reference_output
     m, n, k = PROOF_SHAPE
 
-    def exact(a, b_shuffle, b_scale_sh, direct=False):
-        scales = formats.e8m0_unshuffle(b_scale_sh, n, k // formats.MX_BLOCK)
-        return reference_output(a, formats.unshuffle_weight(b_shuffle), scales)
-    rungs = [ladder.Rung(rung.name, lambda: exact)
+    class Exact(Launcher):
+        def __call__(self, a, b_shuffle, b_scale_sh, direct=False):
+            scales = formats.e8m0_unshuffle(b_scale_sh, n, k // formats.MX_BLOCK)
+            return reference_output(a, formats.unshuffle_weight(b_shuffle), scales)
+
+        def kernel_launches(self):
+            return {}
+    rungs = [ladder.Rung(rung.name, Exact)
              for rung in ladder.rungs_for("gfx950", "hip", m, n, k, (k, 1), "cpu")]
     before = os.environ.get(ladder.FAULT_VARIABLE)
     os.environ[ladder.FAULT_VARIABLE] = f"wrong:{m},{n},{k}"

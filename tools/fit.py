@@ -1,6 +1,7 @@
 """Whether the configs the lookup serves fit their chip, seen from a CPU: each launch of a call
 cross-compiled (tools.gfx950.cross_compile) for gfx950 or sm_90, its shared memory (LDS)
-against the target's limit (launchers.fit.SHARED_MEMORY_LIMITS), its registers and spills.
+against the target's limit (launchers.targets: Target.shared_memory_bytes), its registers and
+spills.
 
 `launch_resources(arch, spec)` compiles one launch (what the config's launcher compiles:
 launchers.paths.path_launch_specs) and reads:
@@ -25,15 +26,13 @@ from multiprocessing import get_context
 import triton
 
 from mxfp4_mm.launchers.configs import config_lookup
-from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS
 from mxfp4_mm.launchers.paths import path_launch_specs
+from mxfp4_mm.launchers.targets import target_facts
 from mxfp4_mm.tools.gfx950 import report
 from mxfp4_mm.tools.gfx950.cross_compile import GFX950, SM90, compile_for, specialization
 
 TARGETS = {"gfx950": GFX950, "sm_90": SM90}
 BACKENDS = {"gfx950": "hip", "sm_90": "cuda"}
-# The quantizer of the first rung on each target (launchers.ladder).
-FIRST_QUANTIZER = {"gfx950": "hardware", "sm_90": "software"}
 WORKERS = 2
 _RES_USAGE = re.compile(r"REG:(\d+) STACK:(\d+)")
 _compiled = {}
@@ -88,7 +87,7 @@ def launch_resources(arch: str, spec) -> dict:
     key = _key(arch, spec)
     if key not in _compiled:
         _compiled[key] = _compile(arch, spec)
-    limit = SHARED_MEMORY_LIMITS[arch]
+    limit = target_facts(arch).shared_memory_bytes
     found = _compiled[key]
     return dict(kernel=spec.name, shared_limit=limit, fits=found["shared_bytes"] <= limit,
                 **found)
@@ -97,7 +96,7 @@ def launch_resources(arch: str, spec) -> dict:
 def _specs(arch: str, shape, config) -> list:
     m, n, k = shape
     return path_launch_specs(config, BACKENDS[arch], m, n, k, (k, 1), "meta",
-                             FIRST_QUANTIZER[arch])
+                             target_facts(arch).first_quantizer)
 
 
 def config_row(arch: str, shape, config, source: str = None) -> dict:
@@ -106,7 +105,7 @@ def config_row(arch: str, shape, config, source: str = None) -> dict:
     m, n, k = shape
     launches = [launch_resources(arch, spec) for spec in _specs(arch, shape, config)]
     return dict(arch=arch, shape=[m, n, k], config=dict(vars(config)), label=config.label,
-                source=source, triton=triton.__version__, quantizer=FIRST_QUANTIZER[arch],
+                source=source, triton=triton.__version__, quantizer=target_facts(arch).first_quantizer,
                 launches=launches, fits=all(launch["fits"] for launch in launches),
                 spills=any(launch["spills"] for launch in launches))
 

@@ -69,7 +69,9 @@ import triton                                # noqa: E402
 
 from mxfp4_mm.kernels import formats                  # noqa: E402
 from mxfp4_mm.kernels.quantize import QUANTIZERS      # noqa: E402
-from mxfp4_mm.launchers.configs import GEMM_CONFIGS, GemmConfig, m_bucket  # noqa: E402
+from mxfp4_mm.launchers.configs import GEMM_CONFIGS, m_bucket  # noqa: E402
+from mxfp4_mm.launchers.gemm_config import GemmConfig  # noqa: E402
+from mxfp4_mm.launchers import targets                # noqa: E402
 from mxfp4_mm.launchers.gemm import launch_specs      # noqa: E402
 from mxfp4_mm.launchers.tuned_shapes import file_entry, write_configs  # noqa: E402
 from mxfp4_mm.tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, output_file,  # noqa: E402
@@ -81,7 +83,7 @@ from mxfp4_mm.tools.gfx950.cross_compile import (ROOT, RUNNER_TRITON, SIDE_TRITO
                                         SideInstallError, compile_for, run_with_triton)
 
 _PTX_INSTRUCTION = re.compile(r"^\s+(?:@!?%p\d+\s+)?([a-z][\w.]*)", re.MULTILINE)
-H200_SCHEDULERS = 132 * 4
+H200_SCHEDULERS = targets.SM90.processors * 4
 H200_CLOCK_GHZ = 1.98
 SWEEP_SHOWN = 12   # the best calls --sweep prints per shape
 

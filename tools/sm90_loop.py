@@ -20,9 +20,9 @@ from pathlib import Path
 import triton
 
 from mxfp4_mm.launchers.configs import config_lookup
-from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS
 from mxfp4_mm.launchers.paths import path_launch_specs
 from mxfp4_mm.launchers.prepared import prepared_config, prepared_launch_specs
+from mxfp4_mm.launchers import targets
 from mxfp4_mm.tools.fit import cubin_resources
 from mxfp4_mm.tools.gfx950.cross_compile import SM90, compile_for
 
@@ -93,7 +93,7 @@ def loop_row(path: str, shape, asm_dir=None) -> dict:
     mix = Counter(op.split(".")[0] for op in loop)
     resources = cubin_resources(compiled.asm["cubin"])
     return dict(row, **resources, shared_bytes=compiled.metadata.shared,
-                fits=compiled.metadata.shared <= SHARED_MEMORY_LIMITS["sm_90"],
+                fits=compiled.metadata.shared <= targets.SM90.shared_memory_bytes,
                 loop_sass_per_k_tile=len(loop),
                 lane_instructions_per_element=round(len(loop) * threads / elements, 2),
                 loop_mix=dict(mix.most_common()))

@@ -80,10 +80,6 @@ def memory_stays_flat(m, n, k, calls, custom_kernel, cached_launcher_count) -> b
     return verdict == "flat"
 
 
-def _label(config) -> str:
-    return getattr(config, "label", str(config))
-
-
 def build_parser():
     parser = ArgumentParser("tools.soak", description=__doc__.splitlines()[0])
     parser.add_argument("--random-shapes", type=non_negative_int, default=50, metavar="COUNT",
@@ -112,7 +108,7 @@ def main(argv=None):
         return 2
     from mxfp4_mm import reference
     from mxfp4_mm.launchers import cached_launcher_count, launcher_for
-    from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES
+    from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES
     from mxfp4_mm.launchers.inputs import problem_of
     from mxfp4_mm.tools.timing import host_time_us
     from mxfp4_mm.submission import custom_kernel
@@ -126,8 +122,8 @@ def main(argv=None):
         passed, failed = passed + ok, failed + (not ok)
         served = launcher_for(data[0], n)
         print(f"random shape {i + 1:>3}/{args.random_shapes} {m}x{n}x{k}: "
-              f"{'pass' if ok else 'FAIL ' + message} ({_label(served.config)}, "
-              f"{getattr(served, 'rung', 'tuned')})", flush=True)
+              f"{'pass' if ok else 'FAIL ' + message} ({served.config.label}, "
+              f"{served.rung})", flush=True)
         del data
     print(f"random shapes: {args.random_shapes} in {time.time() - start:.0f} s", flush=True)
 

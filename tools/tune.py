@@ -12,7 +12,7 @@ For each shape, in two stages within its share of the time budget:
 From M = 64 on, stage 1 also tries A quantized once (GemmConfig.quantize_a_once) with tiles
 of up to 256 rows, and at large M the other launchers (GemmConfig.path): "dequant" (A and B
 dequantized to bf16, the vendor GEMM) on chips without FP4 MMA from
-launchers.configs.vendor_gemm_from_m, "aiter" (aiter's quantize + gemm_a4w4) on gfx950 where
+launchers.targets' vendor_gemm_from_m, "aiter" (aiter's quantize + gemm_a4w4) on gfx950 where
 aiter imports (launchers.candidates.path_candidates); a winner of either is written with its
 path. The current config (the table's entry, a loaded file's, or the
 heuristic's) is always measured too, as the baseline. A model name or N,K stands for each M
@@ -43,7 +43,8 @@ from pathlib import Path
 import torch
 
 from mxfp4_mm.kernels.tiles import gemm_tiles
-from mxfp4_mm.launchers.configs import non_default_fields
+from mxfp4_mm.launchers.gemm_config import non_default_fields
+from mxfp4_mm.launchers.targets import target_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_PATH = ROOT / "launchers" / "config_table.py"
@@ -54,6 +55,10 @@ MAX_TILE_ELEMENTS = 64 * 128 * 512   # larger tiles spill and take long to compi
 MAX_WEIGHT_TILE = 128 * 256
 QUANTIZE_ONCE_FROM_M = 64
 QUANTIZE_ONCE_MAX_TILE = 256 * 128 * 256   # A arrives quantized: no quantizer registers
+
+
+def _nvidia(arch: str) -> bool:
+    return target_facts(arch).vendor == "nvidia"
 
 
 def config_key(config) -> str:
@@ -72,16 +77,16 @@ def reduce_choices(arch: str, splits: int) -> tuple:
     README, "Split-K"), so it stays unproven there until it has run on the hardware."""
     if splits == 1:
         return ("kernel",)
-    return ("kernel", "last_program") if arch.startswith("sm_") else ("kernel",)
+    return ("kernel", "last_program") if _nvidia(arch) else ("kernel",)
 
 
 def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
     """Stage 1: the tile shapes and split counts worth trying for this shape, and the other
     paths at this M (launchers.candidates.path_candidates)."""
     from mxfp4_mm.launchers.candidates import path_candidates
-    from mxfp4_mm.launchers.configs import GemmConfig, config_from_fields
+    from mxfp4_mm.launchers.gemm_config import GemmConfig, config_from_fields
     block_ms = [bm for bm in (16, 32, 64, 128) if bm == 16 or bm <= m]
-    nvidia = arch.startswith("sm_")
+    nvidia = _nvidia(arch)
     found = {}
     for bm in block_ms:
         for bn in (32, 64, 128, 256):
@@ -115,7 +120,7 @@ def tile_candidates(arch: str, m: int, n: int, k: int, processors: int) -> list:
 
 def quantize_once_candidates(m: int) -> list:
     """Stage 1's quantize-once tiles: BLOCK_M up to 256 (no more than M calls for), one split."""
-    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     return [GemmConfig(bm, bn, bk, num_warps=8, num_stages=2, quantize_a_once=True)
             for bm in (64, 128, 256) if bm <= max(64, m)
             for bn in (64, 128, 256) for bk in (256, 512)
@@ -130,7 +135,7 @@ def refine_candidates(arch: str, config, k: int) -> list:
     splits, split_size = config.splits_for(k)
     per_split = -(-split_size // config.block_k)
     stage_choices = (1, 2, 3) if per_split > 1 else (1,)
-    hip_choices = [(0, 16), (1, 16), (2, 16), (2, 32)] if not arch.startswith("sm_") else [(0, 16)]
+    hip_choices = [(0, 16)] if _nvidia(arch) else [(0, 16), (1, 16), (2, 16), (2, 32)]
     found = []
     for warps in (4, 8):
         for stages in stage_choices:
@@ -148,7 +153,7 @@ def _compile_in_worker(fields: dict, m: int, n: int, k: int):
     """Build (and so compile into Triton's cache) one launcher; returns an error text or None."""
     try:
         from mxfp4_mm.launchers import current_target
-        from mxfp4_mm.launchers.configs import GemmConfig
+        from mxfp4_mm.launchers.gemm_config import GemmConfig
         from mxfp4_mm.launchers.paths import build_launcher
         backend = current_target("cuda")[0]
         build_launcher(GemmConfig(**fields), backend, m, n, k, (k, 1), torch.device("cuda"))
@@ -176,7 +181,7 @@ class State:
 
 def _still_valid(result) -> bool:
     """False for results of configs this version no longer accepts (an older state file)."""
-    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     try:
         GemmConfig(**result["config"])
         return True
@@ -222,7 +227,8 @@ def measure(config, backend, data, loop, calls: int) -> dict:
 
 def tune_shape(shape, arch, backend, state, loop, pool, args, deadline, progress):
     from mxfp4_mm import reference
-    from mxfp4_mm.launchers.configs import GemmConfig, config_for
+    from mxfp4_mm.launchers.configs import config_for
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     m, n, k = shape
     processors = torch.cuda.get_device_properties(0).multi_processor_count
     data = reference.generate_input(m, n, k, seed=2024, device="cuda")
@@ -288,7 +294,7 @@ def render_table(table: dict, doc: str) -> str:
 def write_winners(arch: str, winners: dict, path: Path = TABLE_PATH):
     """Replace the entries of `arch` for the tuned shapes in the config data file."""
     from mxfp4_mm.launchers import config_table
-    from mxfp4_mm.launchers.configs import GemmConfig
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     table = {a: dict(entries) for a, entries in config_table.CONFIG_TABLE.items()}
     entries = table.setdefault(arch, {})
     for shape, (result, note) in winners.items():
@@ -299,7 +305,8 @@ def write_winners(arch: str, winners: dict, path: Path = TABLE_PATH):
 
 def write_file_entries(arch: str, winners: dict, path) -> None:
     """Merge the winners into the tuned-shapes file at `path`, each as its M's bucket."""
-    from mxfp4_mm.launchers.configs import GemmConfig, m_bucket
+    from mxfp4_mm.launchers.configs import m_bucket
+    from mxfp4_mm.launchers.gemm_config import GemmConfig
     from mxfp4_mm.launchers.tuned_shapes import file_entry, write_configs
     write_configs(path, [file_entry(arch, n, k, GemmConfig(**result["config"]),
                                     f"{note}; tuned at M={m}", m_bucket=m_bucket(m))
@@ -378,7 +385,7 @@ def main(argv=None):
                     f"best of {tried} candidates")
             winners[shape] = (best, note)
             base = f"{baseline['median_us']:.2f}" if baseline and baseline.get("ok") else "-"
-            from mxfp4_mm.launchers.configs import GemmConfig
+            from mxfp4_mm.launchers.gemm_config import GemmConfig
             lines.append(f"{'x'.join(map(str, shape)):<16} {GemmConfig(**best['config']).label:<34} "
                          f"{best['median_us']:8.2f} µs (table before: {base} µs, {tried} tried)")
     print("\n".join(["", f"winners on {arch}:"] + lines))

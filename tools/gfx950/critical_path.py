@@ -48,9 +48,10 @@ import re
 from collections import Counter
 from typing import Callable, NamedTuple, Optional
 
+from mxfp4_mm.launchers.targets import GFX950
 from mxfp4_mm.tools.gfx950.assembly import Instruction, Program, k_loop, mfma_shape
 
-CUS = 256
+CUS = GFX950.processors
 SIMDS_PER_CU = 4
 # Latencies of the cycle walk at gfx950's 2.4 GHz peak engine clock, from public measurements
 # on gfx950 (Meta's Triton fork, its AMD latency model, s_memtime microbenchmarks): a dependent

@@ -46,10 +46,9 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 from mxfp4_mm.kernels import formats
-from mxfp4_mm.tools.gfx950.critical_path import CLOCK_GHZ, SYNC_MULTIPLIERS
+from mxfp4_mm.tools.gfx950.critical_path import CLOCK_GHZ, CUS, SYNC_MULTIPLIERS
 
 DATA = Path(__file__).with_name("mi355x_public_timings.json")
-CUS = 256
 
 
 def load_points(path: Path = DATA) -> dict:

@@ -27,8 +27,9 @@ from pathlib import Path
 
 import triton
 
-from mxfp4_mm.launchers.configs import (QUANTIZE_ONCE_MIN_M, GemmConfig, heuristic_config,
-                               non_default_fields)
+from mxfp4_mm.launchers.gemm_config import GemmConfig, non_default_fields
+from mxfp4_mm.launchers.heuristics import heuristic_config
+from mxfp4_mm.launchers.targets import GFX950
 from mxfp4_mm.tools.gfx950 import mfma, model
 from mxfp4_mm.tools.gfx950.cross_compile import ROOT
 
@@ -54,7 +55,7 @@ def path_of(config: GemmConfig) -> str:
 
 def candidate_configs(shape) -> list:
     m, n, k = shape
-    found = [heuristic_config("gfx950", min(m, QUANTIZE_ONCE_MIN_M - 1), n, k)]
+    found = [heuristic_config("gfx950", min(m, GFX950.quantize_once_from_m - 1), n, k)]
     for path, tiles in CANDIDATES.items():
         if path == "quantize-once" and m < QUANTIZE_ONCE_FROM_M:
             continue

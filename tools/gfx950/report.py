@@ -65,8 +65,10 @@ import triton
 
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.preshuffle_gemm import a_rows
-from mxfp4_mm.launchers.configs import BENCHMARK_SHAPES, GEMM_CONFIGS, GemmConfig
-from mxfp4_mm.launchers.fit import SHARED_MEMORY_LIMITS
+from mxfp4_mm.launchers.configs import GEMM_CONFIGS
+from mxfp4_mm.launchers.gemm_config import GemmConfig
+from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES
+from mxfp4_mm.launchers import targets
 from mxfp4_mm.launchers.gemm import launch_specs
 from mxfp4_mm.tools.gfx950 import model
 from mxfp4_mm.tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files
@@ -76,8 +78,8 @@ from mxfp4_mm.tools.gfx950.cross_compile import GFX950, ROOT, compile_for
 from mxfp4_mm.tools.gfx950.hazards import asm_hazards
 from mxfp4_mm.tools.gfx950.release_order import release_ordered
 
-LDS_PER_CU = SHARED_MEMORY_LIMITS["gfx950"]
-VGPRS_PER_SIMD_LANE = 512
+LDS_PER_CU = targets.GFX950.shared_memory_bytes
+VGPRS_PER_SIMD_LANE = targets.GFX950.registers
 MAX_WAVES_PER_SIMD = 8
 WAVE = 64
 CVT = "v_cvt_scalef32_pk_fp4_"   # the quantizer instruction: _f32 or _bf16 sources

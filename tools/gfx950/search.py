@@ -28,7 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 from mxfp4_mm.kernels import formats
-from mxfp4_mm.launchers.configs import GemmConfig
+from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.tools.gfx950.critical_path import CUS
 from mxfp4_mm.tools.gfx950.report import LDS_PER_CU, call_rows
 
