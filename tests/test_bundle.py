@@ -297,6 +297,54 @@ def test_an_import_cycle_is_refused(tmp_path):
         bundle_module.module_order(tmp_path)
 
 
+def test_relative_imports_are_followed_as_those_through_mxfp4_mm(tmp_path):
+    write_tree(tmp_path, {
+        "submission.py": "from mxfp4_mm.launchers.fake_b import f\n",
+        "launchers/__init__.py": "",
+        "launchers/fake_b.py": "from ..kernels.fake_a import g\nfrom . import fake_d\n",
+        "launchers/fake_d.py": "from ..kernels import fake_a\n",
+        "kernels/__init__.py": "",
+        "kernels/fake_a.py": "import os\n"})
+    assert bundle_module.module_order(tmp_path) == ["kernels.fake_a", "launchers.fake_d",
+                                                    "launchers.fake_b", "submission"]
+
+
+def _two_forms(relative: bool) -> dict:
+    """One small tree, its package's imports relative or through mxfp4_mm."""
+    def form(relative_text, absolute_text):
+        return relative_text if relative else absolute_text
+    return {
+        "submission.py": "from mxfp4_mm.launchers import run\nfrom mxfp4_mm.task import input_t\n"
+                         "\n\ndef custom_kernel(data: input_t):\n    return run(data)\n",
+        "launchers/__init__.py":
+            form("from . import helper\nfrom ..kernels import fmt\nfrom ..kernels.fmt import SCALE\n",
+                 "from mxfp4_mm.launchers import helper\nfrom mxfp4_mm.kernels import fmt\n"
+                 "from mxfp4_mm.kernels.fmt import SCALE\n") +
+            "import math\n\n\ndef run(data):\n    return helper.twice(data) * fmt.ONE * SCALE * math.e\n",
+        "launchers/helper.py": form("from ..kernels.fmt import ONE\n",
+                                    "from mxfp4_mm.kernels.fmt import ONE\n") +
+            "\n\ndef twice(x):\n    return 2 * x * ONE\n",
+        "kernels/__init__.py": "",
+        "kernels/fmt.py": "ONE = 1\nSCALE = 3\n"}
+
+
+def test_a_tree_with_relative_imports_gives_the_bundle_of_its_absolute_form(tmp_path):
+    write_tree(tmp_path / "relative", _two_forms(relative=True))
+    write_tree(tmp_path / "absolute", _two_forms(relative=False))
+    text = build_bundle(tmp_path / "relative")
+    assert text == build_bundle(tmp_path / "absolute")
+    assert "return twice(data) * ONE * SCALE * math.e" in text
+    assert "from task import input_t" in text and "from ." not in text
+
+
+def test_a_relative_import_above_the_root_is_refused_naming_file_and_line(tmp_path):
+    write_tree(tmp_path, {"submission.py": "from mxfp4_mm.launchers.fake_b import f\n",
+                          "launchers/fake_b.py": "import os\nfrom ...elsewhere import f\n"})
+    with pytest.raises(BundleError, match=r"fake_b.py \(module launchers.fake_b\) line 2: a "
+                                          r"relative import above the project's root"):
+        bundle_module.module_order(tmp_path)
+
+
 @pytest.fixture
 def repository(tmp_path):
     """A git repository with submission.py and launchers/configs.py tracked, dist/ not."""

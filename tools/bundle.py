@@ -3,10 +3,10 @@
     python -m tools.bundle [-o dist/submission.py] [--leaderboard NAME] [--gpu NAME]
 
 The modules that submission.py reaches through project imports (of mxfp4_mm.kernels and
-mxfp4_mm.launchers) are laid out in dependency order in one namespace: project imports are
-dropped and `module.name` references become `name` (so two modules may not define the same
-top-level name: the build fails, naming both); an import of mxfp4_mm.task becomes one of the
-runner's own task. External imports go once at the top. The output is checked: it parses, is under
+mxfp4_mm.launchers, or relative ones inside them: `from ..kernels import formats`) are laid
+out in dependency order in one namespace: project imports are dropped and `module.name`
+references become `name` (so two modules may not define the same top-level name: the build
+fails, naming both); an import of mxfp4_mm.task becomes one of the runner's own task. External imports go once at the top. The output is checked: it parses, is under
 1,000,000 bytes (the runner's limit), imports only the standard library, torch, triton and task (and aiter, inside a
 try/except only: the last-resort path where aiter imports), holds no `chr(` and not the word
 the runner forbids (each module's source is checked first, so the error names the file
@@ -127,9 +127,30 @@ def _source_path(root: Path, name: str) -> Path:
     return _module_path(root, name) if name != "submission" else root / "submission.py"
 
 
+class _AbsoluteImports(ast.NodeTransformer):
+    """A relative import of module `name` (`from .formats import x`, `from ..kernels import
+    formats`) as the same import through the top-level name (`from mxfp4_mm.kernels.formats
+    import x`); a relative import that climbs above the root is an error."""
+
+    def __init__(self, root: Path, name: str):
+        self.name, self.path = name, _source_path(root, name)
+        self.package = name if self.path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def visit_ImportFrom(self, node):
+        if node.level:
+            parts = self.package.split(".") if self.package else []
+            if node.level - 1 > len(parts):
+                raise BundleError(f"{self.path} (module {self.name}) line {node.lineno}: a "
+                                  f"relative import above the project's root")
+            parts = parts[:len(parts) - node.level + 1] + ([node.module] if node.module else [])
+            node.module, node.level = ".".join([PACKAGE] + parts), 0
+        return node
+
+
 def _load(root: Path, name: str):
+    """The module's AST, its relative imports made absolute (_AbsoluteImports)."""
     path = _source_path(root, name)
-    return ast.parse(path.read_text(), filename=str(path))
+    return _AbsoluteImports(root, name).visit(ast.parse(path.read_text(), filename=str(path)))
 
 
 def _forbidden_lines(text: str) -> list:
