@@ -3,8 +3,10 @@ checkout's folders: a stand-in for Hugging Face's `kernels` (transformers import
 installed), in a folder on PYTHONPATH. From the checkout's root and from an installed wheel,
 `from kernels import CUDAProperties` gets the stand-in, whether the project was imported before
 or not; the project's op, its layer and every tool work beside it; the wheel adds mxfp4_mm alone
-to the folder it is installed into."""
+to the folder it is installed into. Inside the package, a reader of the import graph maps every
+project import to a file."""
 
+import ast
 import os
 import subprocess
 import sys
@@ -197,3 +199,104 @@ def test_from_the_wheel_kernels_is_the_other_distribution_and_the_project_works(
     out = run_client(tmp_path, [installed, stand_in], stand_in, True, tools)
     assert f"mxfp4_mm from {installed / 'mxfp4_mm' / 'launchers'}" in out
     assert out.count("--help: ok") == len(tools)
+
+
+# ---------------------------------------------------------------------------------------
+# The package's imports as an import-graph reader sees them: the reader maps a relative import
+# to a file by the importing file's folder, an absolute one by the root as its source root (so
+# mxfp4_mm.X, the root mapped onto mxfp4_mm by pyproject, names no file for it). Inside the
+# package every project import is relative, but where the importing module is also imported by
+# its root folder's own name (tools, under `python -m tools.NAME`): there `..` does not exist,
+# and tools import the rest of the root through mxfp4_mm. The root's .py files are imported as
+# top-level modules (the runner, tools.evaluate's child) and import through mxfp4_mm too.
+# ---------------------------------------------------------------------------------------
+
+PACKAGE = "mxfp4_mm"
+BARE_PACKAGES = ("tools",)            # imported by their own name too, with their modules
+ROOT_NAMES = {path.stem for path in ROOT.glob("*.py")} | \
+    {path.parent.name for path in ROOT.glob("*/__init__.py")}
+PACKAGE_FILES = sorted(path for folder in ROOT.iterdir()
+                       if (folder / "__init__.py").is_file() and folder.name not in ("tests", PACKAGE)
+                       for path in folder.rglob("*.py"))
+
+
+def names_a_file(parts) -> bool:
+    path = ROOT.joinpath(*parts)
+    return (path / "__init__.py").is_file() or path.with_suffix(".py").is_file()
+
+
+def import_problems(path: Path, source: str) -> list:
+    """Each project import of the file at `path` (its text `source`) that a reader cannot map
+    to a file, or that the file could write relatively and does not; a line that says
+    `# top-level name` imports the root's file by its own name on purpose (tools.evaluate's
+    child, as on the runner)."""
+    package = path.parent.relative_to(ROOT).parts
+    lines = source.splitlines()
+    problems = []
+    for node in ast.walk(ast.parse(source, filename=str(path))):
+        if isinstance(node, ast.ImportFrom):
+            modules = [node.module or ""]
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.Import):
+            modules, names = [alias.name for alias in node.names], []
+        else:
+            continue
+        where = f"{path.relative_to(ROOT)}:{node.lineno}"
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[:len(package) - node.level + 1]
+            target = base + tuple(filter(None, modules[0].split(".")))
+            if node.level - 1 > len(package):
+                problems.append(f"{where}: climbs above the root")
+            elif package[0] in BARE_PACKAGES and base[:1] != package[:1]:
+                problems.append(f"{where}: climbs out of {package[0]}, which is also imported "
+                                f"by its own name")
+            elif not names_a_file(target) and not all(names_a_file(target + (name,))
+                                                      for name in names):
+                problems.append(f"{where}: {'.' * node.level}{modules[0]} names no file")
+            continue
+        for module in modules:
+            top, *target = module.split(".")
+            if top in ROOT_NAMES - {PACKAGE} and "# top-level name" not in lines[node.lineno - 1]:
+                problems.append(f"{where}: imports the root's {module} by its own name")
+            if top != PACKAGE:
+                continue
+            files = [target] if target else [[name] for name in names if names_a_file([name])]
+            if not all(names_a_file(parts) for parts in files):
+                problems.append(f"{where}: {module} names no file of the root")
+            elif files and (package[0] not in BARE_PACKAGES or
+                            all(parts[0] == package[0] for parts in files)):
+                problems.append(f"{where}: {module} is not relative (a reader maps no file)")
+    return problems
+
+
+def test_every_folder_of_the_package_is_read():
+    assert {"kernels", "launchers", "tools"} <= {path.relative_to(ROOT).parts[0]
+                                                  for path in PACKAGE_FILES}
+    assert ROOT / "tools" / "gfx950" / "report.py" in PACKAGE_FILES
+
+
+def test_a_reader_maps_every_project_import_of_the_package_to_a_file():
+    problems = [problem for path in PACKAGE_FILES
+                for problem in import_problems(path, path.read_text())]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("folder, source, problem", [
+    ("launchers", "from .configs import GemmConfig\nfrom ..kernels import formats\n", None),
+    ("launchers", "from mxfp4_mm.kernels import formats\n", "mxfp4_mm.kernels is not relative"),
+    ("launchers", "from kernels import formats\n", "imports the root's kernels by its own name"),
+    ("launchers", "from .nowhere import x\n", ".nowhere names no file"),
+    ("launchers", "from ...elsewhere import x\n", "climbs above the root"),
+    ("tools", "from .cli import ArgumentParser\nfrom mxfp4_mm.launchers import ladder\n", None),
+    ("tools", "from ..launchers import ladder\n", "climbs out of tools"),
+    ("tools", "from mxfp4_mm.tools.cli import ArgumentParser\n", "is not relative"),
+    ("tools", "from mxfp4_mm import reference\n", None),
+    ("tools", "import reference              # top-level name, as on the runner\n", None),
+    ("kernels", "from mxfp4_mm import step_aside\nfrom . import formats\n", None),
+])
+def test_which_imports_the_reader_maps(folder, source, problem):
+    problems = import_problems(ROOT / folder / "reader_case.py", source)
+    if problem is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problem in problems[0], problems
