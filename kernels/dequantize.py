@@ -31,9 +31,9 @@ import torch
 import triton
 import triton.language as tl
 
-from mxfp4_mm.kernels import formats
-from mxfp4_mm.kernels.layouts.cdna4 import (scale_columns, scales_view, unshuffle_scale_tile,
-                                            unshuffle_weight_tile, weight_tile_rows, weight_view)
+from . import formats
+from .layouts.cdna4 import (scale_columns, scales_view, unshuffle_scale_tile,
+                            unshuffle_weight_tile, weight_tile_rows, weight_view)
 
 BF16_INF_BITS = tl.constexpr(0x7F80)
 BF16_NAN_BITS = tl.constexpr(0x7FC0)

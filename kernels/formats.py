@@ -14,9 +14,9 @@ kernels.layouts.cdna4; they are named here too, where README and the launchers t
 
 import torch
 
-from mxfp4_mm.kernels.layouts.cdna4 import (SCALE_TILE_ROWS, WEIGHT_TILE_BYTES, WEIGHT_TILE_N,
-                                            e8m0_shuffle, e8m0_unshuffle, shuffle_weight,
-                                            shuffled_scales_shape, unshuffle_weight)
+from .layouts.cdna4 import (SCALE_TILE_ROWS, WEIGHT_TILE_BYTES, WEIGHT_TILE_N,
+                            e8m0_shuffle, e8m0_unshuffle, shuffle_weight,
+                            shuffled_scales_shape, unshuffle_weight)
 
 MX_BLOCK = 32
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,

@@ -37,11 +37,11 @@ import torch
 import triton
 import triton.language as tl
 
-from mxfp4_mm.kernels.hopper_gemm import dequantize_tile
-from mxfp4_mm.kernels.layouts import hopper as layout
-from mxfp4_mm.kernels.quantize import INTERPRETED, quantize_tile_mxfp4
-from mxfp4_mm.kernels.splitk_reduce import store_output_tile
-from mxfp4_mm.kernels.tiles import loaded_a_rows, repeated_rows, tile_coordinates
+from .hopper_gemm import dequantize_tile
+from .layouts import hopper as layout
+from .quantize import INTERPRETED, quantize_tile_mxfp4
+from .splitk_reduce import store_output_tile
+from .tiles import loaded_a_rows, repeated_rows, tile_coordinates
 
 BLOCK_K = tl.constexpr(layout.K_ALIGN)
 NAN_SCALE = tl.constexpr(layout.NAN_SCALE)

@@ -52,12 +52,12 @@ SPLIT_K_SIZE a multiple of BLOCK_K, K % 64 == 0, N % 16 == 0.
 import triton
 import triton.language as tl
 
-from mxfp4_mm.kernels.layouts.cdna4 import (load_scale_tile, load_weight_tile, next_k_tile,
-                                            unshuffle_scale_tile, unshuffle_weight_tile)
-from mxfp4_mm.kernels.quantize import quantize_tile_mxfp4
-from mxfp4_mm.kernels.splitk_reduce import store_output_tile
-from mxfp4_mm.kernels.tiles import (load_a_scale_tile, load_a_tile, loaded_a_rows, next_a_tile,
-                                    operand_arguments, program_tile, repeated_rows)
+from .layouts.cdna4 import (load_scale_tile, load_weight_tile, next_k_tile,
+                            unshuffle_scale_tile, unshuffle_weight_tile)
+from .quantize import quantize_tile_mxfp4
+from .splitk_reduce import store_output_tile
+from .tiles import (load_a_scale_tile, load_a_tile, loaded_a_rows, next_a_tile,
+                    operand_arguments, program_tile, repeated_rows)
 
 
 @triton.jit

@@ -9,7 +9,7 @@ bytes. Grid (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N)); loads and stores are masked to
 import triton
 import triton.language as tl
 
-from mxfp4_mm.kernels import formats
+from . import formats
 
 
 @triton.jit

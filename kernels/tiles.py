@@ -15,9 +15,9 @@ past M wrap onto valid rows.
 import triton
 import triton.language as tl
 
-from mxfp4_mm.kernels import formats
-from mxfp4_mm.kernels.layouts.cdna4 import (scale_columns, weight_tile_columns,
-                                            weight_tile_pointers, weight_tile_rows)
+from . import formats
+from .layouts.cdna4 import (scale_columns, weight_tile_columns,
+                            weight_tile_pointers, weight_tile_rows)
 
 
 def loaded_a_rows(m: int, block_m: int) -> int:

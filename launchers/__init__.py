@@ -46,12 +46,12 @@ from collections import OrderedDict
 import torch
 import triton
 
-from mxfp4_mm.launchers import tuner
-from mxfp4_mm.launchers.configs import untuned_shapes  # noqa: F401
-from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES, TASK_SHAPES  # noqa: F401
-from mxfp4_mm.launchers.inputs import gemm_problem
-from mxfp4_mm.launchers.ladder import proven_launcher
-from mxfp4_mm.launchers.tuned_shapes import load_configs, load_configs_from_environment  # noqa: F401
+from . import tuner
+from .configs import untuned_shapes  # noqa: F401
+from .task_shapes import BENCHMARK_SHAPES, TASK_SHAPES  # noqa: F401
+from .inputs import gemm_problem
+from .ladder import proven_launcher
+from .tuned_shapes import load_configs, load_configs_from_environment  # noqa: F401
 
 LAUNCHER_CACHE_CAPACITY = 64
 _launchers = OrderedDict()

@@ -13,8 +13,8 @@ import functools
 
 import torch
 
-from mxfp4_mm.launchers.gemm_config import config_from_fields
-from mxfp4_mm.launchers.launcher import Launcher
+from .gemm_config import config_from_fields
+from .launcher import Launcher
 
 AITER_CONFIG = config_from_fields({"path": "aiter"})
 _FP4 = getattr(torch, "float4_e2m1fn_x2", torch.uint8)

@@ -31,8 +31,8 @@ import sys
 import triton
 from triton.runtime.autotuner import OutOfResources
 
-from mxfp4_mm.launchers.fit import check_fits
-from mxfp4_mm.launchers.targets import backend_facts
+from .fit import check_fits
+from .targets import backend_facts
 
 try:
     from triton.runtime.interpreter import InterpretedFunction

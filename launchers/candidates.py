@@ -19,8 +19,8 @@ the tools.tune winners, and a later tools.tune winner.
 import-time tuner and tools.tune time beside ours at M, as config fields.
 """
 
-from mxfp4_mm.launchers import aiter_path
-from mxfp4_mm.launchers.targets import target_facts
+from . import aiter_path
+from .targets import target_facts
 
 
 def path_candidates(arch: str, m: int) -> list:

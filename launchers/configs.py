@@ -23,10 +23,10 @@ import sys
 
 import triton
 
-from mxfp4_mm.launchers.config_table import CONFIG_TABLE
-from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG, GemmConfig
-from mxfp4_mm.launchers.heuristics import heuristic_config
-from mxfp4_mm.launchers.targets import TARGETS, target_facts
+from .config_table import CONFIG_TABLE
+from .gemm_config import DEQUANT_CONFIG, GemmConfig
+from .heuristics import heuristic_config
+from .targets import TARGETS, target_facts
 
 
 def _table(entries: dict) -> dict:

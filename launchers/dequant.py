@@ -28,14 +28,14 @@ import threading
 
 import torch
 
-from mxfp4_mm.kernels import formats
-from mxfp4_mm.kernels.dequantize import dequantize_kernel, dequantize_launch
-from mxfp4_mm.kernels.layouts.cdna4 import scales_view, weight_view
-from mxfp4_mm.kernels.quantize import checked_quantizer, quantized_outputs
-from mxfp4_mm.launchers.bypass import aligned, backend_options
-from mxfp4_mm.launchers.gemm import LaunchSpec, bound_launch, quantize_spec
-from mxfp4_mm.launchers.gemm_config import GemmConfig
-from mxfp4_mm.launchers.launcher import Launcher
+from ..kernels import formats
+from ..kernels.dequantize import dequantize_kernel, dequantize_launch
+from ..kernels.layouts.cdna4 import scales_view, weight_view
+from ..kernels.quantize import checked_quantizer, quantized_outputs
+from .bypass import aligned, backend_options
+from .gemm import LaunchSpec, bound_launch, quantize_spec
+from .gemm_config import GemmConfig
+from .launcher import Launcher
 
 # B in bf16 is 2*N*K bytes; a chunk of B's rows holds at most this many (128 MiB: N = 8,192
 # rows at K = 8,192 in one chunk), so the transient buffer stays bounded for any N.

@@ -26,19 +26,19 @@ from typing import NamedTuple
 
 import torch
 
-from mxfp4_mm.kernels import formats
-from mxfp4_mm.kernels.quantize import (checked_quantizer, quantize_kernel, quantize_launch,
-                              quantized_outputs)
-from mxfp4_mm.kernels.layouts.cdna4 import scales_view, weight_view
-from mxfp4_mm.kernels.preshuffle_gemm import a_rows, gemm_arguments, preshuffle_gemm_kernel
-from mxfp4_mm.kernels.hopper_gemm import hopper_arguments, hopper_gemm_kernel
-from mxfp4_mm.kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
-from mxfp4_mm.kernels.tiles import gemm_grid, gemm_tiles
-from mxfp4_mm.launchers.bypass import KernelLaunch, aligned, backend_options
-from mxfp4_mm.launchers.gemm_config import GemmConfig
-from mxfp4_mm.launchers.launcher import Launcher
-from mxfp4_mm.launchers.proof import SPLIT_K_REPEATS
-from mxfp4_mm.launchers.targets import backend_facts
+from ..kernels import formats
+from ..kernels.quantize import (checked_quantizer, quantize_kernel, quantize_launch,
+                                quantized_outputs)
+from ..kernels.layouts.cdna4 import scales_view, weight_view
+from ..kernels.preshuffle_gemm import a_rows, gemm_arguments, preshuffle_gemm_kernel
+from ..kernels.hopper_gemm import hopper_arguments, hopper_gemm_kernel
+from ..kernels.splitk_reduce import reduce_arguments, reduce_grid, splitk_reduce_kernel
+from ..kernels.tiles import gemm_grid, gemm_tiles
+from .bypass import KernelLaunch, aligned, backend_options
+from .gemm_config import GemmConfig
+from .launcher import Launcher
+from .proof import SPLIT_K_REPEATS
+from .targets import backend_facts
 
 QUANTIZE_THREADS = 256   # per program: 4 waves on AMD, 8 warps on NVIDIA
 

@@ -6,8 +6,8 @@ fields checked by that path's rules (PATH_RULES), and the configs every arch sha
 from dataclasses import dataclass, fields
 from typing import Optional
 
-from mxfp4_mm.kernels import formats
-from mxfp4_mm.kernels.preshuffle_gemm import SCALED_MFMA_K
+from ..kernels import formats
+from ..kernels.preshuffle_gemm import SCALED_MFMA_K
 
 # The launchers a config can choose (launchers.paths.build_launcher): "preshuffle", the fused
 # GEMM of kernels.preshuffle_gemm; "dequant", A quantized, A and B dequantized to bf16 and the

@@ -11,8 +11,8 @@ RuntimeError says so, instead of Triton's "0 active drivers".
 import torch
 import triton
 
-from mxfp4_mm.kernels import formats
-from mxfp4_mm.kernels.preshuffle_gemm import preshuffle_gemm_kernel
+from ..kernels import formats
+from ..kernels.preshuffle_gemm import preshuffle_gemm_kernel
 
 _FP4_DTYPES = tuple(d for d in (getattr(torch, "float4_e2m1fn_x2", None), torch.uint8) if d)
 _E8M0_DTYPES = tuple(d for d in (getattr(torch, "float8_e8m0fnu", None), torch.uint8) if d)

@@ -39,14 +39,14 @@ from typing import Callable, NamedTuple
 import torch
 from triton.runtime.autotuner import OutOfResources
 
-from mxfp4_mm.launchers import aiter_path
-from mxfp4_mm.launchers.configs import config_lookup, note_untuned
-from mxfp4_mm.launchers.fit import DoesNotFit, spill_refusal
-from mxfp4_mm.launchers.gemm_config import FITTING_CONFIG
-from mxfp4_mm.launchers.heuristics import heuristic_config
-from mxfp4_mm.launchers.paths import build_launcher
-from mxfp4_mm.launchers.proof import proof_cases, prove
-from mxfp4_mm.launchers.targets import target_facts
+from . import aiter_path
+from .configs import config_lookup, note_untuned
+from .fit import DoesNotFit, spill_refusal
+from .gemm_config import FITTING_CONFIG
+from .heuristics import heuristic_config
+from .paths import build_launcher
+from .proof import proof_cases, prove
+from .targets import target_facts
 
 # The quantizer rungs in ladder order: the name of each, by the quantizer it builds with
 # (kernels.quantize.QUANTIZERS); the hardware ones only where the target has them

@@ -20,9 +20,9 @@ are importable from here too.
 
 import torch
 
-from mxfp4_mm.kernels import formats
-from mxfp4_mm.launchers import prepared
-from mxfp4_mm.launchers.inputs import gemm_problem
+from ..kernels import formats
+from . import prepared
+from .inputs import gemm_problem
 
 _GEMM = torch.ops.mxfp4_mm.gemm.default     # registered by the launchers package
 _GEMM_PREPARED = torch.ops.mxfp4_mm.gemm_prepared.default     # registered by launchers.prepared
@@ -116,6 +116,6 @@ def __getattr__(name):
     # load_quark and quark_to_mxfp4 by this module's name, resolved on use: launchers.quark
     # imports MXFP4Linear from here
     if name in _QUARK_NAMES:
-        from mxfp4_mm.launchers import quark
+        from . import quark
         return getattr(quark, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,10 +2,10 @@
 kernels it compiles: one entry per path in each table. Every launcher is a
 launchers.launcher.Launcher, the one contract its readers rely on."""
 
-from mxfp4_mm.launchers.aiter_path import build_aiter_launcher
-from mxfp4_mm.launchers.gemm_config import GemmConfig
-from mxfp4_mm.launchers.dequant import DequantLauncher, dequant_launch_specs
-from mxfp4_mm.launchers.gemm import GemmLauncher, launch_specs
+from .aiter_path import build_aiter_launcher
+from .gemm_config import GemmConfig
+from .dequant import DequantLauncher, dequant_launch_specs
+from .gemm import GemmLauncher, launch_specs
 
 # GemmLauncher builds either fused GEMM by config.path (launchers.gemm.GEMM_KERNELS).
 LAUNCHERS = {"preshuffle": GemmLauncher, "dequant": DequantLauncher, "aiter": build_aiter_launcher,

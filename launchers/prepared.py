@@ -31,17 +31,17 @@ from typing import NamedTuple
 import torch
 import triton
 
-from mxfp4_mm.kernels import formats
-from mxfp4_mm.kernels.dequantize import dequantize_kernel, dequantize_launch
-from mxfp4_mm.kernels.hopper_prepared_gemm import (hopper_prepared_gemm_kernel,
-                                                   prepared_arguments, weight_arguments)
-from mxfp4_mm.kernels.layouts import hopper as layout
-from mxfp4_mm.kernels.tiles import gemm_tiles
-from mxfp4_mm.kernels.quantize import quantized_outputs
-from mxfp4_mm.launchers.bypass import aligned, backend_options
-from mxfp4_mm.launchers.gemm import (LaunchSpec, bound_launch, counter_rows, quantize_spec,
-                                     split_plan, threads_per_program)
-from mxfp4_mm.launchers.targets import SM90
+from ..kernels import formats
+from ..kernels.dequantize import dequantize_kernel, dequantize_launch
+from ..kernels.hopper_prepared_gemm import (hopper_prepared_gemm_kernel,
+                                            prepared_arguments, weight_arguments)
+from ..kernels.layouts import hopper as layout
+from ..kernels.tiles import gemm_tiles
+from ..kernels.quantize import quantized_outputs
+from .bypass import aligned, backend_options
+from .gemm import (LaunchSpec, bound_launch, counter_rows, quantize_spec,
+                   split_plan, threads_per_program)
+from .targets import SM90
 
 A_DEQUANTIZED_MIN_M = 8
 # Split K until the grid has this many programs (two per SM of sm_90): at M = 1 the weight's
@@ -194,7 +194,7 @@ def serves(device) -> bool:
     device = torch.device(device)
     if device.type != "cuda":
         return False
-    from mxfp4_mm.launchers import current_target
+    from . import current_target
     backend, arch = current_target(device)
     return backend == "cuda" and int(arch.removeprefix("sm_")) >= 90
 
@@ -206,7 +206,7 @@ def layer_weight(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor):
 
 
 def _check_backend(device) -> str:
-    from mxfp4_mm.launchers import current_target
+    from . import current_target
     backend, arch = current_target(device)
     if backend == "cuda" and int(arch.removeprefix("sm_")) >= 90 or backend == "interpreter":
         return backend

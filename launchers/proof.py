@@ -20,7 +20,7 @@ same bytes each time. `compare` is the runner's element check.
 
 import torch
 
-from mxfp4_mm.kernels import formats
+from ..kernels import formats
 
 RTOL = ATOL = 1e-2   # the runner's check_implementation
 _WORST_SHOWN = 5

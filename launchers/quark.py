@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from mxfp4_mm.kernels import formats
-from mxfp4_mm.launchers.linear import MXFP4Linear
+from ..kernels import formats
+from .linear import MXFP4Linear
 
 # What a Quark spec (quantization_config's "weight" and "input_tensors") must say for the op to
 # compute what Quark computes: fp4 e2m1 per group of 32 along K (ch_axis -1), e8m0 scales from

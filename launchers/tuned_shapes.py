@@ -25,8 +25,8 @@ import os
 import sys
 from pathlib import Path
 
-from mxfp4_mm.launchers.configs import add_entries, is_m_bucket
-from mxfp4_mm.launchers.gemm_config import GemmConfig, config_from_fields, non_default_fields
+from .configs import add_entries, is_m_bucket
+from .gemm_config import GemmConfig, config_from_fields, non_default_fields
 
 CONFIGS_VARIABLE = "MXFP4_MM_CONFIGS"
 _KEYS = {"arch", "n", "k", "m", "m_bucket", "config", "note"}

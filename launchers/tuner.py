@@ -25,14 +25,14 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from mxfp4_mm.launchers.candidates import CANDIDATES, QUANTIZER_CANDIDATES, path_candidates
-from mxfp4_mm.launchers.configs import config_for
-from mxfp4_mm.launchers.gemm_config import GemmConfig, config_from_fields
-from mxfp4_mm.launchers.heuristics import heuristic_config
-from mxfp4_mm.launchers.paths import build_launcher
-from mxfp4_mm.launchers.ladder import QUANTIZER_RUNGS, Rung, prove_rung
-from mxfp4_mm.launchers.proof import proof_cases
-from mxfp4_mm.launchers.timing import RunnerLoop
+from .candidates import CANDIDATES, QUANTIZER_CANDIDATES, path_candidates
+from .configs import config_for
+from .gemm_config import GemmConfig, config_from_fields
+from .heuristics import heuristic_config
+from .paths import build_launcher
+from .ladder import QUANTIZER_RUNGS, Rung, prove_rung
+from .proof import proof_cases
+from .timing import RunnerLoop
 
 TUNE_VARIABLE = "MXFP4_MM_TUNE"
 BUDGET_VARIABLE = "MXFP4_MM_TUNE_S"

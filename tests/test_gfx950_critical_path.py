@@ -5,7 +5,7 @@ import pytest
 from mxfp4_mm.tools.gfx950.assembly import parse
 from mxfp4_mm.tools.gfx950 import critical_path
 from mxfp4_mm.tools.gfx950.critical_path import (ISSUE_CYCLES, LDS_CYCLES, VMEM_CYCLES, busiest_simd_cycles,
-                                        busiest_simd_rounds, busiest_simd_waves, walk)
+                                                 busiest_simd_rounds, busiest_simd_waves, walk)
 
 MFMA = "\tv_mfma_scale_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[0:3], v1, v2\n"
 LOAD = "\tbuffer_load_dwordx4 v[4:7], v20, s[8:11], 0 offen\n"

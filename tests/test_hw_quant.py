@@ -23,7 +23,7 @@ import torch
 from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.quantize import (CVT_FP4_BF16_ASM, CVT_FP4_BF16_CONSTRAINTS, CVT_FP4_F32_ASM,
-                              CVT_FP4_F32_CONSTRAINTS, CVT_WORDS, FAST_AMAX_MAX, FAST_AMAX_MIN)
+                                       CVT_FP4_F32_CONSTRAINTS, CVT_WORDS, FAST_AMAX_MAX, FAST_AMAX_MIN)
 from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.launchers.gemm import GemmLauncher
 

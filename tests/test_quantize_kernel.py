@@ -9,7 +9,7 @@ import triton.language as tl
 
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.quantize import (_cvt_f32_model, _cvt_model, _largest_outside,
-                              fast_path_blocks, quantize_kernel, quantize_rows)
+                                       fast_path_blocks, quantize_kernel, quantize_rows)
 from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.launchers.gemm import GemmLauncher
 

@@ -90,12 +90,12 @@ from pathlib import Path
 import torch
 import triton
 
-from mxfp4_mm.tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_variable,
-                       clear_bytes, output_file, parse_m_list, parse_model_shapes, parse_shapes,
-                       positive_int, usage_error)
-from mxfp4_mm.tools.evaluate import _num, geomean
-from mxfp4_mm.tools.model_shapes import DECODE_MAX_M
-from mxfp4_mm.tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
+from .cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_variable,
+                  clear_bytes, output_file, parse_m_list, parse_model_shapes, parse_shapes,
+                  positive_int, usage_error)
+from .evaluate import _num, geomean
+from .model_shapes import DECODE_MAX_M
+from .timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
 
 COPY_BYTES = 1 << 30
 COPY_REPETITIONS = 5
@@ -488,7 +488,7 @@ def run_vendor_gemm(specs, args) -> int:
 
 def run_prepared_mode(specs, args) -> int:
     """--prepared: tools/bench_prepared.py's rows after the run's copy bandwidth and empty launch."""
-    from mxfp4_mm.tools.bench_prepared import format_prepared_table, run_prepared
+    from .bench_prepared import format_prepared_table, run_prepared
     loop = RunnerLoop(args.clear_bytes)
     bandwidth = measure_copy_bandwidth()
     empty_kernel[(1,)]()
@@ -710,7 +710,7 @@ def mxfp4_llama(config: dict, device):
 def load_model(source, device):
     """--model's model: a Quark export's folder through load_quark, or a name of LLAMA_CONFIGS
     through mxfp4_llama."""
-    from mxfp4_mm.tools.model_shapes import LLAMA_CONFIGS
+    from .model_shapes import LLAMA_CONFIGS
     if str(source) in LLAMA_CONFIGS:
         return mxfp4_llama(LLAMA_CONFIGS[str(source)], device)
     from mxfp4_mm.launchers.linear import load_quark
@@ -1003,7 +1003,7 @@ def check_model_arguments(args):
         return
     if args.shapes != ["benchmarks"] or args.png:
         raise UsageError("--model times a model: --shapes and --png do not go with it")
-    from mxfp4_mm.tools.model_shapes import LLAMA_CONFIGS
+    from .model_shapes import LLAMA_CONFIGS
     if str(args.model) not in LLAMA_CONFIGS and not (args.model / "config.json").is_file():
         raise UsageError(f"--model {args.model}: no config.json there (expected an AMD Quark "
                          f"export's folder or one of {', '.join(LLAMA_CONFIGS)})")

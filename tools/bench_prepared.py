@@ -19,7 +19,7 @@ not read (run with MXFP4_MM_TUNE=0 and no MXFP4_MM_CONFIGS).
 
 import torch
 
-from mxfp4_mm.tools.evaluate import _num
+from .evaluate import _num
 
 VARIANTS = ("prepared", "stages3", "a_flip", "n_flip", "custom_kernel", "bf16")
 
@@ -96,7 +96,7 @@ def format_prepared_table(rows) -> str:
 
 def run_prepared(shapes, args, loop, empty_kernel_us, bandwidth) -> list:
     """Every shape's row, printed as it comes; the rows."""
-    from mxfp4_mm.tools.bench import time_variant
+    from .bench import time_variant
     rows = []
     for index, spec in enumerate(shapes, 1):
         row = prepared_row(spec, lambda fn: time_variant(loop, fn, args.calls)["mean_us"],

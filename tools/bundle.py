@@ -328,7 +328,7 @@ def bundle_output(word: str) -> str:
     """argparse type of -o: a file that can be written and is none of the project's own
     (project_file: the project's submission.py, say, is never overwritten)."""
     import argparse
-    from mxfp4_mm.tools.cli import output_file
+    from .cli import output_file
     output_file(word, make_folders=True)
     if project_file(Path(word)):
         raise argparse.ArgumentTypeError(f"{word} is a file of the repository; write the "
@@ -337,7 +337,7 @@ def bundle_output(word: str) -> str:
 
 
 def build_parser():
-    from mxfp4_mm.tools.cli import ArgumentParser
+    from .cli import ArgumentParser
     parser = ArgumentParser("tools.bundle", description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", default="dist/submission.py", type=bundle_output,
                         help="where to write the one-file submission (default dist/submission.py)")

@@ -22,9 +22,9 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from mxfp4_mm.tools.cli import (LEADERBOARD_SEED_STEP, SHAPES_HELP, ArgumentParser,  # noqa: E402
-                       UsageError, check_fault_variable, parse_shapes, positive_int,
-                       usage_error)
+from .cli import (LEADERBOARD_SEED_STEP, SHAPES_HELP, ArgumentParser,  # noqa: E402
+                  UsageError, check_fault_variable, parse_shapes, positive_int,
+                  usage_error)
 
 
 def build_parser():

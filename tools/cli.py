@@ -206,7 +206,7 @@ def parse_m_list(text: str) -> tuple:
 def parse_model_shapes(words, ms, option: str = "--shapes") -> list:
     """`option`'s words, where a model name or N,K stands for (M, N, K) with each M of `ms`,
     the others as parse_plain_shapes -> [(m, n, k)], each once, in order."""
-    from mxfp4_mm.tools.model_shapes import MODEL_LAYERS, model_pairs
+    from .model_shapes import MODEL_LAYERS, model_pairs
     found = []
     for word in words:
         pairs = model_pairs([word]) if word in MODEL_LAYERS else None

@@ -68,9 +68,9 @@ import time
 import traceback
 from pathlib import Path
 
-from mxfp4_mm.tools.cli import (LEADERBOARD_SEED_STEP, ArgumentParser, UsageError, assign_seeds,
-                       check_fault_variable, clear_bytes, non_negative_int, output_file, parse_shapes,
-                       positive_float, usage_error)
+from .cli import (LEADERBOARD_SEED_STEP, ArgumentParser, UsageError, assign_seeds,
+                  check_fault_variable, clear_bytes, non_negative_int, output_file, parse_shapes,
+                  positive_float, usage_error)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = ("test", "benchmark", "leaderboard", "profile", "ranked")
@@ -275,7 +275,7 @@ def child_main(job_text, fd):
 def project_module_names(root) -> set:
     """The top-level modules of the project tree: its packages and its .py files, and for this
     project's own tree its installed name (tools.bundle.PACKAGE), which a wheel's tree lacks."""
-    from mxfp4_mm.tools.bundle import PACKAGE
+    from .bundle import PACKAGE
     root = Path(root)
     return {path.stem for path in root.glob("*.py")} | \
         {path.parent.name for path in root.glob("*/__init__.py")} | \
@@ -486,7 +486,7 @@ def check_standalone(submission) -> None:
     define custom_kernel at its top level. A file outside the project root runs alone, as on
     the runner: refuse one that imports the project's packages (the unbundled submission.py),
     saying what to run instead."""
-    from mxfp4_mm.tools.bundle import PACKAGE, PROJECT_PACKAGES, project_module
+    from .bundle import PACKAGE, PROJECT_PACKAGES, project_module
     path = Path(submission).resolve()
     try:
         tree = ast.parse(path.read_text(), filename=str(path))

@@ -28,8 +28,8 @@ import triton
 from mxfp4_mm.launchers.configs import config_lookup
 from mxfp4_mm.launchers.paths import path_launch_specs
 from mxfp4_mm.launchers.targets import target_facts
-from mxfp4_mm.tools.gfx950 import report
-from mxfp4_mm.tools.gfx950.cross_compile import GFX950, SM90, compile_for, specialization
+from .gfx950 import report
+from .gfx950.cross_compile import GFX950, SM90, compile_for, specialization
 
 TARGETS = {"gfx950": GFX950, "sm_90": SM90}
 BACKENDS = {"gfx950": "hip", "sm_90": "cuda"}

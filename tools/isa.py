@@ -74,13 +74,13 @@ from mxfp4_mm.launchers.gemm_config import GemmConfig  # noqa: E402
 from mxfp4_mm.launchers import targets                # noqa: E402
 from mxfp4_mm.launchers.gemm import launch_specs      # noqa: E402
 from mxfp4_mm.launchers.tuned_shapes import file_entry, write_configs  # noqa: E402
-from mxfp4_mm.tools.cli import (SHAPES_HELP, ArgumentParser, UsageError, output_file,  # noqa: E402
-                       output_folder, parse_m_list, parse_model_shapes, usage_error)
-from mxfp4_mm.tools.model_shapes import MODEL_LAYERS, MODEL_M  # noqa: E402
-from mxfp4_mm.tools import fit                         # noqa: E402
-from mxfp4_mm.tools.gfx950 import report as gfx950   # noqa: E402
-from mxfp4_mm.tools.gfx950.cross_compile import (ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
-                                        SideInstallError, compile_for, run_with_triton)
+from .cli import (SHAPES_HELP, ArgumentParser, UsageError, output_file,  # noqa: E402
+                  output_folder, parse_m_list, parse_model_shapes, usage_error)
+from .model_shapes import MODEL_LAYERS, MODEL_M  # noqa: E402
+from . import fit                                      # noqa: E402
+from .gfx950 import report as gfx950                 # noqa: E402
+from .gfx950.cross_compile import (ROOT, RUNNER_TRITON, SIDE_TRITON_ENV, SM90,  # noqa: E402
+                                   SideInstallError, compile_for, run_with_triton)
 
 _PTX_INSTRUCTION = re.compile(r"^\s+(?:@!?%p\d+\s+)?([a-z][\w.]*)", re.MULTILINE)
 H200_SCHEDULERS = targets.SM90.processors * 4
@@ -186,7 +186,7 @@ def format_sweep(shape, calls) -> str:
     model family (tools.gfx950.search.ranked), their range, and each member's own best, with the
     count of those compiled and of those not eligible (spills, scratch, hazards, unordered
     release)."""
-    from mxfp4_mm.tools.gfx950.search import members_best, ranked
+    from .gfx950.search import members_best, ranked
     best = ranked(calls)
     lines = [f"{'x'.join(map(str, shape))}: {len(calls)} calls compiled, {len(best)} eligible; "
              f"the best {min(SWEEP_SHOWN, len(best))} by the family's worst modelled µs",
@@ -314,7 +314,7 @@ def main(argv=None):
         except SideInstallError as error:
             return usage_error("tools.isa", f"--triton: {error}")
     if fit_shapes and args.arch == "sm_90":
-        from mxfp4_mm.tools import sm90_loop
+        from . import sm90_loop
         rows = sm90_loop.rows(fit_shapes, args.asm_dir)
         print(sm90_loop.format_rows(rows))
         if args.json:
@@ -330,7 +330,7 @@ def main(argv=None):
         rows = [sm90_row(shape, config) for shape, config in GEMM_CONFIGS["sm_90"].items()]
         print(format_sm90_table(rows))
     elif compare_paths:
-        from mxfp4_mm.tools.gfx950 import paths
+        from .gfx950 import paths
         started = time.time()
         rows = paths.sweep(sweep_shapes, args.quantizer)
         print(paths.format_paths(rows))
@@ -340,7 +340,7 @@ def main(argv=None):
         if args.configs:
             write_configs(args.configs, paths.config_entries(rows, _sweep_note(args.quantizer)))
     elif sweep_shapes:
-        from mxfp4_mm.tools.gfx950.search import ranked, search
+        from .gfx950.search import ranked, search
         rows, entries = [], []
         for shape in sweep_shapes:
             calls = search(shape, args.quantizer)

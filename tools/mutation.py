@@ -310,7 +310,7 @@ def git_checkout(word: str) -> Path:
 
 
 def build_parser():
-    from mxfp4_mm.tools.cli import ArgumentParser, non_negative_int, positive_float, positive_int
+    from .cli import ArgumentParser, non_negative_int, positive_float, positive_int
     parser = ArgumentParser("tools.mutation", description=__doc__.split("\n")[0])
     parser.add_argument("--root", type=git_checkout, default=ROOT,
                         help="the tree to test (default this checkout); its mutmut config, kernel "

@@ -110,7 +110,7 @@ def run_child(shape_words: list) -> int:
 
 
 def build_parser():
-    from mxfp4_mm.tools.cli import SHAPES_HELP, ArgumentParser, output_file
+    from .cli import SHAPES_HELP, ArgumentParser, output_file
     parser = ArgumentParser("tools.profile", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
                         help=f"{SHAPES_HELP}; default benchmarks")
@@ -123,7 +123,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == [CHILD_FLAG]:
         return run_child(argv[1:])
-    from mxfp4_mm.tools.cli import UsageError, parse_plain_shapes
+    from .cli import UsageError, parse_plain_shapes
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

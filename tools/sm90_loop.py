@@ -23,8 +23,8 @@ from mxfp4_mm.launchers.configs import config_lookup
 from mxfp4_mm.launchers.paths import path_launch_specs
 from mxfp4_mm.launchers.prepared import prepared_config, prepared_launch_specs
 from mxfp4_mm.launchers import targets
-from mxfp4_mm.tools.fit import cubin_resources
-from mxfp4_mm.tools.gfx950.cross_compile import SM90, compile_for
+from .fit import cubin_resources
+from .gfx950.cross_compile import SM90, compile_for
 
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
 _BRANCH_TARGET = re.compile(r"0x([0-9a-f]+)")

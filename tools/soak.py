@@ -21,9 +21,9 @@ import time
 
 import torch
 
-from mxfp4_mm.tools.cli import (ArgumentParser, UsageError, check_fault_variable, non_negative_int,
-                       usage_error)
-from mxfp4_mm.tools.model_shapes import MODEL_LAYERS
+from .cli import (ArgumentParser, UsageError, check_fault_variable, non_negative_int,
+                  usage_error)
+from .model_shapes import MODEL_LAYERS
 
 
 MAX_RANDOM_M = 16384
@@ -110,7 +110,7 @@ def main(argv=None):
     from mxfp4_mm.launchers import cached_launcher_count, launcher_for
     from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES
     from mxfp4_mm.launchers.inputs import problem_of
-    from mxfp4_mm.tools.timing import host_time_us
+    from .timing import host_time_us
     from mxfp4_mm.submission import custom_kernel
 
     passed = failed = 0

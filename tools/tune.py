@@ -205,7 +205,7 @@ def best_result(results: dict):
 def measure(config, backend, data, loop, calls: int) -> dict:
     from mxfp4_mm import reference
     from mxfp4_mm.launchers.paths import build_launcher
-    from mxfp4_mm.tools.timing import summary
+    from .timing import summary
     a, _, _, b_shuffle, b_scale_sh = data
     m, k = a.shape
     n = b_shuffle.shape[0]
@@ -314,9 +314,9 @@ def write_file_entries(arch: str, winners: dict, path) -> None:
 
 
 def build_parser():
-    from mxfp4_mm.tools.cli import (MODEL_SHAPES_HELP, ArgumentParser, clear_bytes, output_file,
-                           parse_m_list, positive_float, positive_int)
-    from mxfp4_mm.tools.model_shapes import MODEL_LAYERS, MODEL_M
+    from .cli import (MODEL_SHAPES_HELP, ArgumentParser, clear_bytes, output_file,
+                      parse_m_list, positive_float, positive_int)
+    from .model_shapes import MODEL_LAYERS, MODEL_M
     parser = ArgumentParser("tools.tune", description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["benchmarks"], metavar="SHAPES",
                         help=MODEL_SHAPES_HELP.format(", ".join(MODEL_LAYERS))
@@ -345,7 +345,7 @@ def build_parser():
 
 
 def parse_args(argv):
-    from mxfp4_mm.tools.cli import UsageError, parse_model_shapes
+    from .cli import UsageError, parse_model_shapes
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -363,7 +363,7 @@ def main(argv=None):
         print("tools.tune: needs a GPU; run it on a machine with CUDA or ROCm, TRITON_INTERPRET unset", file=sys.stderr)
         return 2
     from mxfp4_mm.launchers import current_target
-    from mxfp4_mm.tools.timing import DEFAULT_CLEAR_BYTES, RunnerLoop
+    from .timing import DEFAULT_CLEAR_BYTES, RunnerLoop
     backend, arch = current_target("cuda")
     loop = RunnerLoop(args.clear_bytes or DEFAULT_CLEAR_BYTES)
     state = State(Path(args.state))

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import torch
 
-from mxfp4_mm.kernels import formats
+from .. import formats
 
 UNIT_ROWS = 16
 UNIT_K = 64

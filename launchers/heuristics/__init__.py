@@ -3,10 +3,10 @@ module of its own (gfx950, sm90), behind one lookup. A chip takes the rules its 
 (launchers.targets.Target.heuristic).
 """
 
-from mxfp4_mm.launchers.gemm_config import GemmConfig
-from mxfp4_mm.launchers.heuristics.gfx950 import gfx950_heuristic
-from mxfp4_mm.launchers.heuristics.sm90 import sm90_heuristic
-from mxfp4_mm.launchers.targets import target_facts
+from ..gemm_config import GemmConfig
+from .gfx950 import gfx950_heuristic
+from .sm90 import sm90_heuristic
+from ..targets import target_facts
 
 HEURISTICS = {"gfx950": gfx950_heuristic, "sm_90": sm90_heuristic}
 

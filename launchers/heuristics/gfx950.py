@@ -3,9 +3,9 @@ gfx950, on any AMD chip without a record of its own, and in the interpreter."""
 
 import triton
 
-from mxfp4_mm.kernels import formats
-from mxfp4_mm.launchers.gemm_config import GemmConfig
-from mxfp4_mm.launchers.targets import GFX950
+from ...kernels import formats
+from ..gemm_config import GemmConfig
+from ..targets import GFX950
 
 # Split K while the grid is under half of this many workgroups, up to about this many.
 TARGET_WORKGROUPS = 128

@@ -5,9 +5,9 @@ Target.vendor_gemm_from_m on, launchers.configs serves the dequant path before t
 
 import triton
 
-from mxfp4_mm.kernels import formats
-from mxfp4_mm.launchers.gemm_config import GemmConfig
-from mxfp4_mm.launchers.targets import SM90
+from ...kernels import formats
+from ..gemm_config import GemmConfig
+from ..targets import SM90
 
 K_TILES_PER_SPLIT = 4      # about as many K tiles a split as the tuned sm_90 configs
 # Split K (powers of two) while the grid stays within this many programs: about three per SM

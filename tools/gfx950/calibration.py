@@ -27,10 +27,10 @@ import json
 import sys
 from pathlib import Path
 
-from mxfp4_mm.tools.cli import ArgumentParser
-from mxfp4_mm.tools.gfx950.assembly import parse
-from mxfp4_mm.tools.gfx950.critical_path import busiest_simd_cycles, busiest_simd_rounds, walk
-from mxfp4_mm.tools.gfx950.model import DATA
+from ..cli import ArgumentParser
+from .assembly import parse
+from .critical_path import busiest_simd_cycles, busiest_simd_rounds, walk
+from .model import DATA
 
 CHECKED = ("instructions", "global_round_trips", "lds_waits", "barriers", "busiest_simd_issue")
 ENTRY_FIELDS = ("point", "kernel", "file", "k_tiles", "workgroups", "waves_per_workgroup",

@@ -49,7 +49,7 @@ from collections import Counter
 from typing import Callable, NamedTuple, Optional
 
 from mxfp4_mm.launchers.targets import GFX950
-from mxfp4_mm.tools.gfx950.assembly import Instruction, Program, k_loop, mfma_shape
+from .assembly import Instruction, Program, k_loop, mfma_shape
 
 CUS = GFX950.processors
 SIMDS_PER_CU = 4

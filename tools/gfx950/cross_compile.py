@@ -142,7 +142,7 @@ def run_with_triton(version: str, module_args: list) -> int:
 
 if __name__ == "__main__":
     import argparse
-    from mxfp4_mm.tools.cli import ArgumentParser
+    from ..cli import ArgumentParser
     ArgumentParser("tools.gfx950.cross_compile", description=__doc__,
                    formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     print(__doc__)

@@ -60,7 +60,7 @@ import heapq
 import re
 from typing import NamedTuple
 
-from mxfp4_mm.tools.gfx950.assembly import Instruction, parse
+from .assembly import Instruction, parse
 
 _ASM_START, _ASM_END = ";;#ASMSTART", ";;#ASMEND"
 # The largest requirement of any class (a 16-pass MFMA's result: 16 + 3 + 1).

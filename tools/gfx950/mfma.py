@@ -25,8 +25,8 @@ time can use them.
 
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.quantize import QUANTIZE_BLOCK_M
-from mxfp4_mm.tools.gfx950.assembly import k_loop, parse
-from mxfp4_mm.tools.gfx950.critical_path import CUS, SIMDS_PER_CU, busiest_simd_waves
+from .assembly import k_loop, parse
+from .critical_path import CUS, SIMDS_PER_CU, busiest_simd_waves
 
 PASSES = {"v_mfma_scale_f32_16x16x128_f8f6f4": 4, "v_mfma_scale_f32_32x32x64_f8f6f4": 8}
 CLOCKS_PER_PASS = 4

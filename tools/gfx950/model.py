@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 from mxfp4_mm.kernels import formats
-from mxfp4_mm.tools.gfx950.critical_path import CLOCK_GHZ, CUS, SYNC_MULTIPLIERS
+from .critical_path import CLOCK_GHZ, CUS, SYNC_MULTIPLIERS
 
 DATA = Path(__file__).with_name("mi355x_public_timings.json")
 

@@ -30,8 +30,8 @@ import triton
 from mxfp4_mm.launchers.gemm_config import GemmConfig, non_default_fields
 from mxfp4_mm.launchers.heuristics import heuristic_config
 from mxfp4_mm.launchers.targets import GFX950
-from mxfp4_mm.tools.gfx950 import mfma, model
-from mxfp4_mm.tools.gfx950.cross_compile import ROOT
+from . import mfma, model
+from .cross_compile import ROOT
 
 CACHE = ROOT / ".sweep-cache" / "gfx950-paths.json"
 # Per path, the configs tried: GemmConfig fields, BLOCK_M at most max(FLOOR, M). The fused
@@ -86,8 +86,8 @@ def call_figures(shape, config: GemmConfig, quantizer: str) -> dict:
     """{"shape", "config", "path", "eligible", "launches": [{"kernel", "workgroups",
     "busiest_simd_issue", "global_round_trips", "busiest_simd_cycles",
     "busiest_simd_mfma_clocks"}]} of one call, compiled now."""
-    from mxfp4_mm.tools.gfx950.report import call_rows, k_tiles_per_program
-    from mxfp4_mm.tools.gfx950.search import eligible
+    from .report import call_rows, k_tiles_per_program
+    from .search import eligible
     with tempfile.TemporaryDirectory() as folder:
         rows = call_rows(shape, config, quantizer, asm_dir=folder)
         launches = []
@@ -222,7 +222,7 @@ def decoder_step_rows(calls) -> list:
     layer: (model, M, {layer: (low, worst) modelled µs of its chosen call}, one decoder
     layer's linears in series (the sums of the lows and of the worsts), the same times the
     model's decoder layers)."""
-    from mxfp4_mm.tools.model_shapes import DECODE_MAX_M, MODEL_DECODER_LAYERS, MODEL_LAYERS
+    from ..model_shapes import DECODE_MAX_M, MODEL_DECODER_LAYERS, MODEL_LAYERS
     chosen = {shape: entry["chosen"] for shape, entry in best(calls).items()}
     rows = []
     for name, count in MODEL_DECODER_LAYERS.items():
@@ -240,7 +240,7 @@ def decoder_step_rows(calls) -> list:
 
 def decoder_step_markdown(calls) -> str:
     """decoder_step_rows as markdown tables, one per model."""
-    from mxfp4_mm.tools.model_shapes import MODEL_DECODER_LAYERS
+    from ..model_shapes import MODEL_DECODER_LAYERS
     lines = []
     for name, count in MODEL_DECODER_LAYERS.items():
         rows = [row for row in decoder_step_rows(calls) if row[0] == name]
@@ -271,7 +271,7 @@ TARGET_RATIO = 1.5     # modelled time over the MFMA bound, from TARGET_FROM_M o
 def paths_markdown(calls) -> str:
     """The per-shape table as markdown, then how many shapes from TARGET_FROM_M on are
     modelled within TARGET_RATIO of the MFMA bound, and which are not."""
-    from mxfp4_mm.tools.model_shapes import MODEL_LAYERS
+    from ..model_shapes import MODEL_LAYERS
     layers = {}
     for name, model_layers in MODEL_LAYERS.items():
         for layer, pair in model_layers.items():

@@ -16,7 +16,7 @@ add have no in-kernel reduce and are not release-ordered.
 
 import re
 
-from mxfp4_mm.tools.gfx950.assembly import parse
+from .assembly import parse
 
 _STORE = re.compile(r"^(buffer|global)_store")
 _LOAD = re.compile(r"^(buffer|global)_load")

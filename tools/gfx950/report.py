@@ -70,13 +70,13 @@ from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES
 from mxfp4_mm.launchers import targets
 from mxfp4_mm.launchers.gemm import launch_specs
-from mxfp4_mm.tools.gfx950 import model
-from mxfp4_mm.tools.gfx950.assembly import k_loop, mfma_shape, parse, source_files
-from mxfp4_mm.tools.gfx950.critical_path import (CUS, SIMDS_PER_CU, busiest_simd_cycles,
-                                         busiest_simd_rounds, walk)
-from mxfp4_mm.tools.gfx950.cross_compile import GFX950, ROOT, compile_for
-from mxfp4_mm.tools.gfx950.hazards import asm_hazards
-from mxfp4_mm.tools.gfx950.release_order import release_ordered
+from . import model
+from .assembly import k_loop, mfma_shape, parse, source_files
+from .critical_path import (CUS, SIMDS_PER_CU, busiest_simd_cycles,
+                            busiest_simd_rounds, walk)
+from .cross_compile import GFX950, ROOT, compile_for
+from .hazards import asm_hazards
+from .release_order import release_ordered
 
 LDS_PER_CU = targets.GFX950.shared_memory_bytes
 VGPRS_PER_SIMD_LANE = targets.GFX950.registers

@@ -29,8 +29,8 @@ from multiprocessing import get_context
 
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.launchers.gemm_config import GemmConfig
-from mxfp4_mm.tools.gfx950.critical_path import CUS
-from mxfp4_mm.tools.gfx950.report import LDS_PER_CU, call_rows
+from .critical_path import CUS
+from .report import LDS_PER_CU, call_rows
 
 BLOCKS_M = (16, 32, 64)
 BLOCKS_N = (32, 64, 128, 256)
