@@ -2,7 +2,8 @@
 # One round of GPU checks on an NVIDIA (or AMD) machine, each step's log written to a folder:
 #   bash tools/gpu_round.sh OUTDIR [STEP ...]      (default: every step, in this order)
 # Steps:
-#   suite     python -m pytest -q -n 8 -rs (pytest-xdist): failures, errors, skips and why
+#   suite     python -m pytest -q -n $SUITE_WORKERS -rs (pytest-xdist, 8 by default): failures,
+#             errors, skips and why
 #   shapes    the large-M and odd shapes through custom_kernel, each checked against the
 #             reference and timed beside F.linear on the bf16 weight (tools.bench)
 #   random    50 random shapes over M 1-16384 and the built-in model layers, each served and
@@ -12,7 +13,9 @@
 #   host      host µs per call of F.linear, the op, MXFP4Linear and custom_kernel on the
 #             llama-3-8b decode and benchmark shapes (tools.bench --host-only)
 #   ranked    the one-file bundle through the runner's whole ranked run (tools.evaluate
-#             ranked; its cache clear is --clear-bytes, 1 GiB by default)
+#             ranked; its cache clear per timed call is $CLEAR_BYTES, 1 GiB by default, the
+#             runner's 62.5 GiB where the card holds it; $MAX_WALL seconds of timed loop a
+#             shape, 10 by default)
 #   import    a cold `import submission`: empty Triton cache, import-time tuning on
 #   prepared  (not in the default round; about 40 kernels to compile: STEP_TIMEOUT_S=1800)
 #             Llama-3-8B's decode weights at M 1-128 through the prepared-weight path (the
@@ -48,7 +51,7 @@ python -c "import torch, triton; print('torch', torch.__version__, 'triton', tri
     | tee -a "$out/summary.txt"
 for step in "${steps[@]}"; do
     case "$step" in
-        suite)  run_step suite python -m pytest -q -n 8 -rs -p no:cacheprovider ;;
+        suite)  run_step suite python -m pytest -q -n "${SUITE_WORKERS:-8}" -rs -p no:cacheprovider ;;
         shapes) run_step shapes python -m tools.bench --calls 20 --shapes $LARGE_SHAPES \
                     --json "$out/shapes.json" ;;
         random) run_step random python -m tools.soak --random-shapes 50 --calls 0 --iterations 0 ;;
@@ -56,7 +59,8 @@ for step in "${steps[@]}"; do
                     --modes eager,captured --json "$out/model.json" ;;
         host)   run_step host python -m tools.bench --host-only --json "$out/host.json" ;;
         ranked) run_step ranked bash -c "python -m tools.bundle && python -m tools.evaluate \
-                    ranked --submission dist/submission.py --json '$out/ranked.json'" ;;
+                    ranked --submission dist/submission.py --json '$out/ranked.json' \
+                    --clear-bytes ${CLEAR_BYTES:-1073741824} --max-wall ${MAX_WALL:-10}" ;;
         import) run_step import env TRITON_CACHE_DIR="$(mktemp -d)" MXFP4_MM_TUNE=1 python -c "
 import subprocess, sys, time
 start = time.perf_counter()
