@@ -1,14 +1,17 @@
 """The hopper path (kernels.hopper_gemm): both operands dequantized to bf16 for tl.dot.
 
-Through the interpreter: odd shapes (M not a multiple of any tile, K a multiple of 64 only, a
-ragged last K tile), strided A, the tile transposed or not, split-K summed in the kernel or by a
-second launch; A quantized exactly as kernels.quantize does (the fused and the prequantized A
-give the same bits); outputs bit-identical call to call. The tile dequantization, both of its
-forms, bit for bit against formats over every code byte and the edge scale bytes: the
-interpreter's fp32 form, and the GPU's, whose PTX (BF16_PAIRS_ASM) runs in a CPU emulator of
-exactly the instructions it uses. The config rule for sm_90 and the backends the path is refused
-on. Cross-compiled for sm_90 with the runner's Triton: the rule's kernels neither spill nor use
-a stack, and take B's dequantized values from registers into wgmma.
+On `device` (the interpreter on a CPU, compiled on an NVIDIA GPU of sm_90 and up, skipped on
+any other GPU): odd shapes (M not a multiple of any tile, K a multiple of 64 only, a ragged last
+K tile), strided A, the tile transposed or not, split-K summed in the kernel or by a second
+launch; A quantized exactly as kernels.quantize does (the fused and the prequantized A give the
+same bits); weight scales 0, 1 and NaN; outputs bit-identical call to call. The tile
+dequantization bit for bit against formats over every code byte and the edge scale bytes, in
+each of its forms: the interpreter's fp32 form (interpreter only), the GPU's PTX
+(BF16_PAIRS_ASM) compiled on an sm_90 GPU (skipped elsewhere), and the same PTX in a CPU
+emulator of exactly the instructions it uses (interpreter only). The config rule for sm_90 and
+the backends the path is refused on. Cross-compiled for sm_90 with the runner's Triton: the
+rule's kernels neither spill nor use a stack, and take B's dequantized values from registers
+into wgmma.
 """
 
 import dataclasses
@@ -29,6 +32,7 @@ import triton.language as tl
 from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats, hopper_gemm
 from mxfp4_mm.kernels.quantize import quantize_rows
+from mxfp4_mm.launchers import current_target, interpreting, prepared
 from mxfp4_mm.launchers.configs import GEMM_CONFIGS, config_lookup
 from mxfp4_mm.launchers.gemm_config import GemmConfig
 from mxfp4_mm.launchers.heuristics.sm90 import hopper_config
@@ -55,28 +59,38 @@ CASES = [
 ]
 
 
+@pytest.fixture
+def hopper_device(device):
+    """`device` where the Hopper kernels (this path's and the prepared path's) run: the
+    interpreter, or an NVIDIA GPU of sm_90 and up (their PTX: mul.rn.bf16x2, wgmma)."""
+    backend, arch = current_target(device)
+    if backend != "interpreter" and not prepared.serves(device):
+        pytest.skip(f"the Hopper kernels run on NVIDIA sm_90 and up, not on {backend} {arch}")
+    return device
+
+
 def run(config, data, a=None):
+    """(launcher, its output) for data (reference.generate_input's, all on one device)."""
     a = data[0] if a is None else a
     m, k = a.shape
-    launcher = build_launcher(config, "interpreter", m, data[3].shape[0], k, a.stride(), a.device)
+    launcher = build_launcher(config, current_target(a.device)[0], m, data[3].shape[0], k,
+                              a.stride(), a.device)
     return launcher, launcher(a, data[3], data[4])
 
 
-@pytest.mark.interpreter
 @pytest.mark.parametrize("shape, config", CASES, ids=[f"{s}-{c.label}" for s, c in CASES])
-def test_matches_the_reference_and_repeats_its_bits(shape, config):
-    data = reference.generate_input(*shape, seed=sum(shape), device="cpu")
+def test_matches_the_reference_and_repeats_its_bits(hopper_device, shape, config):
+    data = reference.generate_input(*shape, seed=sum(shape), device=hopper_device)
     launcher, out = run(config, data)
     ok, message = reference.check_implementation(data, out)
     assert ok, message
     assert torch.equal(out, launcher(data[0], data[3], data[4]))
 
 
-@pytest.mark.interpreter
-def test_strided_a():
+def test_strided_a(hopper_device):
     m, n, k = 5, 64, 384
-    data = reference.generate_input(m, n, k, seed=3, device="cpu")
-    wide = torch.zeros(m, k + 64, dtype=torch.bfloat16)
+    data = reference.generate_input(m, n, k, seed=3, device=hopper_device)
+    wide = torch.zeros(m, k + 64, dtype=torch.bfloat16, device=hopper_device)
     wide[:, 32:32 + k] = data[0]
     strided = wide[:, 32:32 + k]
     assert not strided.is_contiguous()
@@ -87,22 +101,27 @@ def test_strided_a():
     assert torch.equal(out, run(config, data)[1])
 
 
-@pytest.mark.interpreter
 @pytest.mark.parametrize("config", [hopper(16, 32, swap_ab=True), hopper(16, 32, split_k=2)])
-def test_a_is_quantized_as_kernels_quantize_does(config):
+def test_a_is_quantized_as_kernels_quantize_does(hopper_device, config):
     """The in-register quantization of A gives the bits that quantize_rows (bit-exact with
     formats.quantize_mxfp4, tests/test_quantize_kernel.py) gives, fed to the same kernel."""
     m, n, k = 4, 64, 512
-    data = reference.generate_input(m, n, k, seed=9, device="cpu")
+    data = reference.generate_input(m, n, k, seed=9, device=hopper_device)
     _, fused = run(config, data)
-    prequantized = GemmLauncher(config, "interpreter", m, n, k, data[0].stride(), "cpu",
+    prequantized = GemmLauncher(config, current_target(hopper_device)[0], m, n, k,
+                                data[0].stride(), torch.device(hopper_device),
                                 a_prequantized=True)
     codes, scales = quantize_rows(data[0])
     assert torch.equal(fused, prequantized(codes, data[3], data[4], scales))
 
 
-@pytest.mark.interpreter
-def test_a_weight_scale_of_zero_and_of_nan_reach_the_output_as_the_reference_reads_them():
+def on(device, data) -> list:
+    """data's tensors, moved to device."""
+    return [tensor.to(device) for tensor in data]
+
+
+def test_a_weight_scale_of_zero_and_of_nan_reach_the_output_as_the_reference_reads_them(
+        hopper_device):
     """E8M0 0 is 2**-127 and 255 NaN (formats.e8m0_to_f32), both in the dequantized B."""
     m, n, k = 2, 32, 256
     data = list(reference.generate_input(m, n, k, seed=5, device="cpu"))
@@ -110,17 +129,15 @@ def test_a_weight_scale_of_zero_and_of_nan_reach_the_output_as_the_reference_rea
     scales = formats.e8m0_unshuffle(data[4].view(torch.uint8), n, k // 32).clone()
     scales[0, 0], scales[1, 1] = 0, 255
     data[4] = formats.e8m0_shuffle(scales, formats.SCALE_PAD_BYTE)
-    _, out = run(hopper(16, 32, swap_ab=True), data)
+    out = run(hopper(16, 32, swap_ab=True), on(hopper_device, data))[1].cpu()
     expected = (formats.dequantize_mxfp4(*formats.quantize_mxfp4(data[0]))
                 @ formats.dequantize_mxfp4(codes, scales).T)
     assert torch.isnan(out[:, 1]).all() and torch.isnan(expected[:, 1]).all()
     assert torch.allclose(out[:, 0].float(), expected[:, 0], rtol=1e-2, atol=1e-2)
 
 
-
-@pytest.mark.interpreter
 @pytest.mark.parametrize("scale_byte", [0, 1])
-def test_a_weight_block_under_a_denormal_scale_reaches_the_output(scale_byte):
+def test_a_weight_block_under_a_denormal_scale_reaches_the_output(hopper_device, scale_byte):
     """Column 0 is one block of B (the rest of its row zero) under 2**-127 or 2**-126, and A
     positive: its values (about 1e-37) are the reference's to bf16's precision."""
     m, n, k = 2, 32, 256
@@ -133,7 +150,7 @@ def test_a_weight_block_under_a_denormal_scale_reaches_the_output(scale_byte):
     scales[0, 0] = scale_byte
     data[3] = formats.shuffle_weight(codes)
     data[4] = formats.e8m0_shuffle(scales, formats.SCALE_PAD_BYTE)
-    _, out = run(hopper(16, 32, swap_ab=True), data)
+    out = run(hopper(16, 32, swap_ab=True), on(hopper_device, data))[1].cpu()
     expected = (formats.dequantize_mxfp4(*formats.quantize_mxfp4(data[0]))
                 @ formats.dequantize_mxfp4(codes, scales).T)[:, 0]
     assert (expected > 2.0 ** -126).all()
@@ -157,26 +174,44 @@ def _dequantize_tile_kernel(codes_ptr, scales_ptr, out_ptr, ROWS: tl.constexpr,
     tl.store(out_ptr + rows * BLOCK_K + tl.arange(0, BLOCK_K)[None, :], values)
 
 
-@pytest.mark.interpreter
-@pytest.mark.parametrize("form", ["interpreter", "gpu"])
-def test_a_tile_dequantizes_to_the_formats_values_bit_for_bit(form, monkeypatch):
-    """The interpreter's fp32 form as it runs; the GPU's with its PTX emulated (run_ptx), the
-    interpreter taking the GPU branch."""
-    if form == "gpu":
-        from triton.runtime import interpreter
-        monkeypatch.setattr(hopper_gemm, "INTERPRETED", tl.constexpr(False))
-        monkeypatch.setattr(interpreter.InterpreterBuilder, "create_inline_asm",
-                            _emulated_inline_asm)
+def dequantize_edge_tile(device):
+    """Runs dequantize_tile on `device` over every code byte (each row all 256) under
+    EDGE_SCALE_BYTES (one a row); asserts each value is formats.dequantize_mxfp4's bit for bit
+    (NaN where it is NaN) and returns the launch's handle (the compiled kernel, on a GPU)."""
     rows = len(EDGE_SCALE_BYTES)
     codes = torch.arange(256, dtype=torch.uint8).repeat(rows, 1)
     scales = torch.tensor(EDGE_SCALE_BYTES, dtype=torch.uint8)[:, None].repeat(1, 16)
-    out = torch.empty(rows, 512)
-    _dequantize_tile_kernel[(1,)](codes, scales, out, rows, 512)
+    out = torch.empty(rows, 512, device=device)
+    launched = _dequantize_tile_kernel[(1,)](codes.to(device), scales.to(device), out, rows, 512)
+    out = out.cpu()
     expected = formats.dequantize_mxfp4(codes, scales)
     nan = expected.isnan()
     assert torch.equal(out.isnan(), nan)
     wrong = out[~nan].view(torch.int32) != expected[~nan].view(torch.int32)
     assert not wrong.any(), f"{int(wrong.sum())} of {wrong.numel()} values differ"
+    return launched
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("form", ["interpreter", "emulated ptx"])
+def test_a_tile_dequantizes_to_the_formats_values_bit_for_bit(form, monkeypatch):
+    """The interpreter's fp32 form as it runs; the GPU's with its PTX emulated (run_ptx), the
+    interpreter taking the GPU branch. On a GPU: test_the_compiled_ptx_..., its compiled twin."""
+    if form == "emulated ptx":
+        from triton.runtime import interpreter
+        monkeypatch.setattr(hopper_gemm, "INTERPRETED", tl.constexpr(False))
+        monkeypatch.setattr(interpreter.InterpreterBuilder, "create_inline_asm",
+                            _emulated_inline_asm)
+    dequantize_edge_tile("cpu")
+
+
+def test_the_compiled_ptx_dequantizes_a_tile_to_the_formats_values_bit_for_bit(hopper_device):
+    """BF16_PAIRS_ASM as the GPU runs it, and the kernel is the one that runs it."""
+    if interpreting():
+        pytest.skip("compiled only: the interpreter takes dequantize_tile's fp32 form (the "
+                    "PTX's CPU twin is test_a_tile_dequantizes_..._bit_for_bit[emulated ptx])")
+    compiled = dequantize_edge_tile(hopper_device)
+    assert "mul.rn.bf16x2" in compiled.asm["ptx"]
 
 
 # The PTX of an inline-asm block run on the CPU, each instruction as the PTX ISA defines it, for
