@@ -4,14 +4,17 @@ the GEMM that reads it (kernels.hopper_prepared_gemm) and its op and launcher
 
 On the CPU: the layout's swizzle and unswizzle are inverses bit for bit, on every byte, from
 plain MXFP4 and from the runner's aiter layouts; its word encoding decodes by the kernel's
-masks and shifts. Through the interpreter: the op against the reference at odd shapes (M not a
-multiple of any tile, K a multiple of 64 only, a ragged last K tile, strided A, split-K, A
-quantized in the kernel and once by its own launches), weights whose scales take the wide
-conversion (scales above 2, zero and NaN), repeated calls bit-identical, torch.compile tracing
-the op. The op refuses another backend in one line. Cross-compiled for sm_90 with the runner's
-Triton: every served config of Llama-3-8B's decode shapes fits, with no stack, and its main
-loop costs under the bounds below (tools.sm90_loop). On an sm_90 GPU (skipped elsewhere): the
-PTX conversion the interpreter replaces, against the reference.
+masks and shifts. On `device` (the interpreter on a CPU, compiled on an NVIDIA GPU of sm_90 and
+up, where the PTX conversion runs that the interpreter replaces; skipped on any other GPU): the
+op against the reference at odd shapes (M not a multiple of any tile, K a multiple of 64 only,
+a ragged last K tile, strided A, split-K, A quantized in the kernel and once by its own
+launches; compiled also at Llama-3-8B's decode shapes), each weight also with scales that take
+the wide conversion; weights whose scales take it (scales above 2, zero and NaN); repeated calls
+bit-identical; torch.compile tracing the op. The tile dequantization, bit for bit against
+formats over every code byte and the edge scale bytes, narrow and wide. Through the
+interpreter: the layer. The op refuses another backend in one line. Cross-compiled for sm_90
+with the runner's Triton: every served config of Llama-3-8B's decode shapes fits, with no stack,
+and its main loop costs under the bounds below (tools.sm90_loop).
 """
 
 import os
@@ -25,8 +28,9 @@ import torch
 from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.kernels.layouts import hopper as layout
-from mxfp4_mm.launchers import prepared
+from mxfp4_mm.launchers import interpreting, prepared
 from mxfp4_mm.launchers.proof import reference_output
+from test_hopper_gemm import hopper_device  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,6 +110,10 @@ CASES = [   # m, n, k, strided A
     (20, 80, 576, True),       # A once, two splits, the second ragged
     (70, 64, 256, False),      # two M tiles of 64
 ]
+# Llama-3-8B's decode shapes: compiled only (model-sized, too slow to interpret).
+DECODE_CASES = [(1, 4096, 4096, False), (8, 6144, 4096, False), (64, 4096, 14336, False)]
+compiled_only = pytest.mark.skipif(interpreting(), reason="model-sized: compiled only, too slow "
+                                                         "to interpret")
 
 
 def run_op(a, weight):
@@ -113,13 +121,15 @@ def run_op(a, weight):
                                             weight.wide_scales)
 
 
-@pytest.mark.interpreter
-@pytest.mark.parametrize("m, n, k, strided", CASES)
-def test_the_op_matches_the_reference_and_repeats_its_bits(m, n, k, strided):
-    data = reference.generate_input(m, n, k, seed=m + n + k, device="cpu")
+@pytest.mark.parametrize("m, n, k, strided", CASES + [pytest.param(*case, marks=compiled_only)
+                                                      for case in DECODE_CASES])
+def test_the_op_matches_the_reference_and_repeats_its_bits(hopper_device, m, n, k, strided):
+    """Also a weight of the same shape whose scales (0 and 131 among 120) take the wide
+    conversion."""
+    data = reference.generate_input(m, n, k, seed=m + n + k, device=hopper_device)
     a = data[0]
     if strided:
-        wide = torch.zeros(m, 2 * k, dtype=torch.bfloat16)
+        wide = torch.zeros(m, 2 * k, dtype=torch.bfloat16, device=hopper_device)
         wide[:, 1::2] = a
         a = wide[:, 1::2]
     weight = prepared.hopper_weight(data[3], data[4])
@@ -127,15 +137,24 @@ def test_the_op_matches_the_reference_and_repeats_its_bits(m, n, k, strided):
     ok, message = reference.check_implementation(data, out)
     assert ok, message
     assert torch.equal(out, run_op(a, weight))
+    codes, scales = random_mxfp4(n, k, seed=m, high=1)
+    scales = scales + 120
+    scales[0, 0], scales[1, 0] = 0, 131
+    codes, scales = codes.to(hopper_device), scales.to(hopper_device)
+    wide_weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    assert wide_weight.wide_scales
+    ok, message = reference.compare(run_op(a, wide_weight), reference_output(a, codes, scales))
+    assert ok, message
 
 
-@pytest.mark.interpreter
-def test_wide_scales_zero_and_nan_reach_the_output_as_the_reference_reads_them():
+def test_wide_scales_zero_and_nan_reach_the_output_as_the_reference_reads_them(hopper_device):
     m, n, k = 2, 64, 256
-    a = reference.generate_input(m, n, k, seed=7, device="cpu")[0]
+    a = reference.generate_input(m, n, k, seed=7, device=hopper_device)[0]
     codes, scales = random_mxfp4(n, k, seed=7, high=1)
+    codes = codes.to(hopper_device)
     scales = scales + 120
     scales[0, 0], scales[1, 1], scales[2, 2], scales[3, 3] = 0, 255, 131, 128
+    scales = scales.to(hopper_device)
     weight = prepared.hopper_weight_from_mxfp4(codes, scales)
     assert weight.wide_scales
     out = run_op(a, weight)
@@ -151,10 +170,9 @@ def test_wide_scales_zero_and_nan_reach_the_output_as_the_reference_reads_them()
     assert ok, message
 
 
-@pytest.mark.interpreter
-def test_torch_compile_traces_the_op():
+def test_torch_compile_traces_the_op(hopper_device):
     m, n, k = 3, 64, 256
-    data = reference.generate_input(m, n, k, seed=11, device="cpu")
+    data = reference.generate_input(m, n, k, seed=11, device=hopper_device)
     weight = prepared.hopper_weight(data[3], data[4])
     compiled = torch.compile(run_op, backend="aot_eager", fullgraph=True)
     assert torch.equal(compiled(data[0], weight), run_op(data[0], weight))
@@ -247,36 +265,4 @@ def test_the_layer_takes_the_prepared_path_through_to_and_state_dict(monkeypatch
     plain = MXFP4Linear.from_linear(linear)
     assert plain.hopper_weight is None
     ok, message = reference.compare(plain(x), y)
-    assert ok, message
-
-
-def _sm90_gpu() -> bool:
-    from mxfp4_mm.launchers import interpreting
-    return (torch.cuda.is_available() and not interpreting()
-            and torch.cuda.get_device_capability()[0] >= 9
-            and torch.version.hip is None)
-
-
-@pytest.mark.skipif(not _sm90_gpu(), reason="needs an NVIDIA GPU of sm_90 or later")
-@pytest.mark.parametrize("m, n, k, strided", CASES + [(1, 4096, 4096, False),
-                                                      (8, 6144, 4096, False),
-                                                      (64, 4096, 14336, False)])
-def test_on_an_sm90_gpu_the_ptx_gives_the_reference(m, n, k, strided):
-    """The PTX conversion (PAIRS_ASM_*), which the interpreter replaces, on the GPU."""
-    data = reference.generate_input(m, n, k, seed=m + n + k, device="cuda")
-    a = data[0]
-    if strided:
-        a = torch.zeros(m, 2 * k, dtype=torch.bfloat16, device="cuda")[:, 1::2]
-        a.copy_(data[0])
-    weight = prepared.hopper_weight(data[3], data[4])
-    out = run_op(a, weight)
-    ok, message = reference.check_implementation(data, out)
-    assert ok, message
-    assert torch.equal(out, run_op(a, weight))
-    codes, scales = random_mxfp4(n, k, seed=m, high=1)
-    scales = scales + 120
-    scales[0, 0], scales[1, 0] = 0, 131      # the wide conversion
-    wide = prepared.hopper_weight_from_mxfp4(codes.cuda(), scales.cuda())
-    ok, message = reference.compare(run_op(a, wide), reference_output(a, codes.cuda(),
-                                                                       scales.cuda()))
     assert ok, message
