@@ -163,15 +163,31 @@ EDGE_SCALE_BYTES = (0, 1, 2, 126, 127, 128, 254, 255)
 
 
 @triton.jit
+def as_fp32(values):
+    """A dequantized tile as fp32: bf16 widened by its bits (the interpreter's cast flushes
+    denormals)."""
+    if values.dtype == tl.bfloat16:
+        bits = values.to(tl.uint16, bitcast=True).to(tl.uint32)
+        values = (bits << 16).to(tl.float32, bitcast=True)
+    return values
+
+
+@triton.jit
 def _dequantize_tile_kernel(codes_ptr, scales_ptr, out_ptr, ROWS: tl.constexpr,
                             BLOCK_K: tl.constexpr):
     rows = tl.arange(0, ROWS)[:, None]
     codes = tl.load(codes_ptr + rows * (BLOCK_K // 2) + tl.arange(0, BLOCK_K // 2)[None, :])
     scales = tl.load(scales_ptr + rows * (BLOCK_K // 32) + tl.arange(0, BLOCK_K // 32)[None, :])
-    values = hopper_gemm.dequantize_tile(codes, scales, ROWS, BLOCK_K)
-    if values.dtype == tl.bfloat16:     # widened by its bits: the interpreter's cast flushes denormals
-        values = (values.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+    values = as_fp32(hopper_gemm.dequantize_tile(codes, scales, ROWS, BLOCK_K))
     tl.store(out_ptr + rows * BLOCK_K + tl.arange(0, BLOCK_K)[None, :], values)
+
+
+def assert_same_bits(out, expected):
+    """fp32 out is expected bit for bit, NaN where it is NaN (any NaN)."""
+    nan = expected.isnan()
+    assert torch.equal(out.isnan(), nan)
+    wrong = out[~nan].view(torch.int32) != expected[~nan].view(torch.int32)
+    assert not wrong.any(), f"{int(wrong.sum())} of {wrong.numel()} values differ"
 
 
 def dequantize_edge_tile(device):
@@ -183,12 +199,7 @@ def dequantize_edge_tile(device):
     scales = torch.tensor(EDGE_SCALE_BYTES, dtype=torch.uint8)[:, None].repeat(1, 16)
     out = torch.empty(rows, 512, device=device)
     launched = _dequantize_tile_kernel[(1,)](codes.to(device), scales.to(device), out, rows, 512)
-    out = out.cpu()
-    expected = formats.dequantize_mxfp4(codes, scales)
-    nan = expected.isnan()
-    assert torch.equal(out.isnan(), nan)
-    wrong = out[~nan].view(torch.int32) != expected[~nan].view(torch.int32)
-    assert not wrong.any(), f"{int(wrong.sum())} of {wrong.numel()} values differ"
+    assert_same_bits(out.cpu(), formats.dequantize_mxfp4(codes, scales))
     return launched
 
 

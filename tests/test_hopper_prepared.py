@@ -24,12 +24,15 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from mxfp4_mm import reference
-from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels import formats, hopper_prepared_gemm
 from mxfp4_mm.kernels.layouts import hopper as layout
 from mxfp4_mm.launchers import interpreting, prepared
 from mxfp4_mm.launchers.proof import reference_output
+from test_hopper_gemm import EDGE_SCALE_BYTES, as_fp32, assert_same_bits
 from test_hopper_gemm import hopper_device  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -168,6 +171,49 @@ def test_wide_scales_zero_and_nan_reach_the_output_as_the_reference_reads_them(h
     assert not weight.wide_scales
     ok, message = reference.compare(run_op(a, weight), reference_output(a, codes, narrow))
     assert ok, message
+
+
+@triton.jit
+def _dequantize_weight_tile_kernel(b_ptr, b_scales_ptr, out_ptr, BLOCK_N: tl.constexpr,
+                                   WIDE_SCALES: tl.constexpr):
+    """A weight of BLOCK_N rows and K = BLOCK_K (weight_arguments' views), loaded as the GEMM
+    loads a tile's rows (kc, w, g), dequantized -> out fp32 [BLOCK_N, BLOCK_K]."""
+    BLOCK_K: tl.constexpr = hopper_prepared_gemm.BLOCK_K
+    KC: tl.constexpr = BLOCK_K // 64
+    W: tl.constexpr = BLOCK_N // 16
+    r = tl.arange(0, KC * W * 8)
+    unit = ((r // 8) % W) * KC + r // (8 * W)
+    halves = tl.load(b_ptr + (unit * 256 + (r % 8) * 32)[:, None] + tl.arange(0, 32)[None, :])
+    scales = tl.load(b_scales_ptr + (unit * 8 + r % 8)[:, None] + 0 * tl.arange(0, 4)[None, :])
+    values = hopper_prepared_gemm.dequantize_weight_tile(
+        halves, scales.to(tl.uint32, bitcast=True), BLOCK_N, WIDE_SCALES)
+    tl.store(out_ptr + tl.arange(0, BLOCK_N)[:, None] * BLOCK_K
+             + tl.arange(0, BLOCK_K)[None, :], as_fp32(values))
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_tile_dequantizes_to_the_formats_values_bit_for_bit(hopper_device, wide):
+    """Every code byte (each pair of rows all 256) under each edge scale byte (one a pair of
+    rows): those up to FOLDED_SCALE_MAX_BYTE by the folded conversion, all by the wide one.
+    Compiled, the PTX (PAIRS_ASM_*, WIDE_PAIRS_ASM_*), which keeps bf16's denormals (scale
+    bytes 0 and 1); in the interpreter its fp32 stand-in, whose cast to bf16 flushes them to
+    zeros of their sign."""
+    block_n, block_k = 64, layout.K_ALIGN
+    scale_bytes = [byte for byte in EDGE_SCALE_BYTES
+                   if wide or byte <= layout.FOLDED_SCALE_MAX_BYTE]
+    codes = torch.arange(256, dtype=torch.uint8).reshape(2, block_k // 2).repeat(block_n // 2, 1)
+    scales = torch.tensor([scale_bytes[row // 2 % len(scale_bytes)] for row in range(block_n)],
+                          dtype=torch.uint8)[:, None].repeat(1, block_k // 32)
+    weight = layout.swizzle(codes.to(hopper_device), scales.to(hopper_device))
+    assert weight.wide_scales == wide
+    out = torch.empty(block_n, block_k, device=hopper_device)
+    _dequantize_weight_tile_kernel[(1,)](*hopper_prepared_gemm.weight_arguments(weight), out,
+                                         block_n, wide)
+    expected = formats.dequantize_mxfp4(codes, scales)
+    if interpreting():
+        flushed = torch.zeros_like(expected).copysign(expected)
+        expected = torch.where(expected.abs() < 2.0 ** -126, flushed, expected)
+    assert_same_bits(out.cpu(), expected)
 
 
 def test_torch_compile_traces_the_op(hopper_device):
