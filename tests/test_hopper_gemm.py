@@ -156,10 +156,18 @@ def test_a_weight_block_under_a_denormal_scale_reaches_the_output(hopper_device,
     assert (expected > 2.0 ** -126).all()
     torch.testing.assert_close(out[:, 0].float(), expected, rtol=1e-2, atol=0)
 
-# Each tile dequantization of the path, over every code byte (each row all 256) and the edge
-# scale bytes: 2**-127 and 2**-126 (their values fp32 and bf16 denormals), 2**-125, 2**-1,
-# 1, 2, 2**127 (4 and above overflow to inf) and NaN.
+# Each tile dequantization of the path, over every code byte (each row all 256) under each of
+# the edge scale bytes: 2**-127 and 2**-126 (their values fp32 and bf16 denormals), 2**-125,
+# 2**-1, 1, 2, 2**127 (4 and above overflow to inf) and NaN.
 EDGE_SCALE_BYTES = (0, 1, 2, 126, 127, 128, 254, 255)
+
+
+def edge_scales(rows: int, blocks: int, scale_bytes=EDGE_SCALE_BYTES) -> torch.Tensor:
+    """uint8 [rows, blocks]: block b of row r under scale_bytes[(r + b) % len], so that rows
+    and blocks next to each other differ and, over len consecutive rows, each block takes
+    every byte."""
+    index = torch.arange(rows)[:, None] + torch.arange(blocks)[None, :]
+    return torch.tensor(scale_bytes, dtype=torch.uint8)[index % len(scale_bytes)]
 
 
 @triton.jit
@@ -191,12 +199,13 @@ def assert_same_bits(out, expected):
 
 
 def dequantize_edge_tile(device):
-    """Runs dequantize_tile on `device` over every code byte (each row all 256) under
-    EDGE_SCALE_BYTES (one a row); asserts each value is formats.dequantize_mxfp4's bit for bit
-    (NaN where it is NaN) and returns the launch's handle (the compiled kernel, on a GPU)."""
+    """Runs dequantize_tile on `device` over every code byte (each row all 256) under every
+    one of EDGE_SCALE_BYTES (edge_scales); asserts each value is formats.dequantize_mxfp4's
+    bit for bit (NaN where it is NaN) and returns the launch's handle (the compiled kernel, on
+    a GPU)."""
     rows = len(EDGE_SCALE_BYTES)
     codes = torch.arange(256, dtype=torch.uint8).repeat(rows, 1)
-    scales = torch.tensor(EDGE_SCALE_BYTES, dtype=torch.uint8)[:, None].repeat(1, 16)
+    scales = edge_scales(rows, 16)
     out = torch.empty(rows, 512, device=device)
     launched = _dequantize_tile_kernel[(1,)](codes.to(device), scales.to(device), out, rows, 512)
     assert_same_bits(out.cpu(), formats.dequantize_mxfp4(codes, scales))
@@ -264,57 +273,96 @@ _PTX = {
     "bfe.u32": lambda a, position, length: a >> (position & 0xFF) & (1 << (length & 0xFF)) - 1,
     "mul.lo.u32": lambda a, b: a * b & _U32,
     "shl.b32": lambda a, b: a << min(b, 32) & _U32,        # shifts past 32 clamp to 32
+    "shr.b32": lambda a, b: a >> min(b, 32),
     "and.b32": lambda a, b: a & b,
     "or.b32": lambda a, b: a | b,
     "mul.rn.bf16x2": _mul_bf16x2,
 }
 
 
+def _vector(operand: str) -> list:
+    """The registers of a vector operand "{a, b}", the first the lowest bits."""
+    return [name.strip() for name in operand.strip("{}").split(",")]
+
+
 def run_ptx(asm: str, operands: list) -> list:
     """Runs an inline-asm block's PTX on 32-bit operands ($i is operands[i]) and returns them
-    as it leaves them. Its own registers are those its `.reg .b32` lines declare."""
+    as it leaves them. Its own registers are those its `.reg .b32` and `.reg .b16` lines
+    declare; a vector operand {a, b} of a 32-bit mov packs (source) or unpacks (destination)
+    its 16-bit registers."""
     registers = {f"${i}": value for i, value in enumerate(operands)}
-    code = re.sub(r"//[^\n]*", "", asm).replace("{", ";").replace("}", ";")
+
+    def read(name):
+        if name.startswith("{"):
+            parts = [registers[part] for part in _vector(name)]
+            return None if None in parts else sum(v << 16 * j for j, v in enumerate(parts))
+        return registers[name] if name in registers else int(name, 0)
+
+    code = re.sub(r"//[^\n]*", "", asm)
+    code = re.sub(r"^\s*[{}]\s*$", "", code, flags=re.M)      # the block's own braces
     for statement in filter(None, (part.strip() for part in code.split(";"))):
         opcode, _, rest = statement.partition(" ")
-        names = [name.strip() for name in rest.split(",")]
+        names = [name.strip() for name in re.findall(r"\s*(\{[^}]*\}|[^,]+)", rest)]
         if opcode == ".reg":
             width, first = names[0].split()
-            assert width == ".b32", statement
+            assert width in (".b32", ".b16"), statement
             registers.update(dict.fromkeys([first, *names[1:]]))
         elif opcode in _PTX:
             destination, *sources = names
-            assert destination in registers, statement
-            values = [registers[name] if name in registers else int(name, 0) for name in sources]
+            targets = _vector(destination) if destination.startswith("{") else [destination]
+            assert all(target in registers for target in targets), statement
+            values = [read(name) for name in sources]
             assert None not in values, f"{statement}: a register read before it is written"
-            registers[destination] = _PTX[opcode](*values)
+            result = _PTX[opcode](*values)
+            if len(targets) == 1:
+                registers[destination] = result
+            else:
+                registers.update({target: result >> 16 * j & 0xFFFF
+                                  for j, target in enumerate(targets)})
         else:
             raise NotImplementedError(f"{opcode}: not emulated; add it as the PTX ISA defines it")
     return [registers[f"${i}"] for i in range(len(operands))]
 
 
+def _in_registers(elements) -> list:
+    """Unsigned elements -> the 32-bit registers that hold them, 4 / size a register, the
+    first the lowest."""
+    per_register = max(1, 4 // elements.itemsize)
+    return [sum(int(x) << 8 * elements.itemsize * j
+                for j, x in enumerate(elements[i:i + per_register]))
+            for i in range(0, len(elements), per_register)]
+
+
+def _from_registers(registers: list, itemsize: int) -> list:
+    """_in_registers undone: the elements of itemsize bytes that the registers hold."""
+    bits = 8 * min(itemsize, 4)
+    return [register >> bits * j & (1 << bits) - 1
+            for register in registers for j in range(32 // bits)]
+
+
 def _emulated_inline_asm(self, asm, constraints, values, result_types, is_pure, pack):
     """The interpreter's builder method for tl.inline_asm_elementwise, by run_ptx, operands as
     the compiled op passes them: each `pack` consecutive elements one run, the outputs' first
-    ($0 ... one 32-bit register an element, output after output), then each input's, an input
-    narrower than 32 bits packed into registers of 4 / size elements, the first the lowest."""
-    from triton.runtime.interpreter import TensorHandle
-    assert all(t.scalar.primitive_bitwidth == 32 for t in result_types)
+    ($0 ..., output after output), then each input's, each value narrower than 32 bits packed
+    into registers of 4 / size elements, the first the lowest."""
+    from triton.runtime.interpreter import TensorHandle, _get_np_dtype
     shape = values[0].data.shape
     inputs = [np.broadcast_to(v.data, shape).reshape(-1) for v in values]
-    outputs = [np.zeros(inputs[0].size, np.uint32) for _ in result_types]
+    inputs = [data.view(f"u{data.itemsize}") for data in inputs]
+    dtypes = [_get_np_dtype(t.scalar) for t in result_types]
+    outputs = [np.zeros(inputs[0].size, f"u{dtype.itemsize}") for dtype in dtypes]
+    output_registers = [len(_in_registers(out[:pack])) for out in outputs]
     for start in range(0, inputs[0].size, pack):
-        operands = [0] * (len(outputs) * pack)
+        operands = [0] * sum(output_registers)
         for data in inputs:
-            per_register = max(1, 4 // data.itemsize)
-            group = [int(x) for x in data[start:start + pack]]
-            operands += [sum(x << 8 * data.itemsize * j for j, x in enumerate(group[i:i + per_register]))
-                         for i in range(0, pack, per_register)]
+            operands += _in_registers(data[start:start + pack])
         assert len(operands) == len(constraints.split(",")), constraints
         results = run_ptx(asm, operands)
-        for i, out in enumerate(outputs):
-            out[start:start + pack] = results[i * pack:(i + 1) * pack]
-    handles = [TensorHandle(out.reshape(shape), t.scalar) for out, t in zip(outputs, result_types)]
+        for out, count in zip(outputs, output_registers):
+            out[start:start + pack] = _from_registers(results[:count], out.itemsize)[:pack]
+            results = results[count:]
+    handles = [TensorHandle(out.view(dtype).reshape(shape), t.scalar)
+               for out, dtype, t in zip(outputs, dtypes, result_types)]
 
     class Call:
         def get_result(self, index):

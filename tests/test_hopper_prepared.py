@@ -10,11 +10,13 @@ op against the reference at odd shapes (M not a multiple of any tile, K a multip
 a ragged last K tile, strided A, split-K, A quantized in the kernel and once by its own
 launches; compiled also at Llama-3-8B's decode shapes), each weight also with scales that take
 the wide conversion; weights whose scales take it (scales above 2, zero and NaN); repeated calls
-bit-identical; torch.compile tracing the op. The tile dequantization, bit for bit against
-formats over every code byte and the edge scale bytes, narrow and wide. Through the
-interpreter: the layer. The op refuses another backend in one line. Cross-compiled for sm_90
-with the runner's Triton: every served config of Llama-3-8B's decode shapes fits, with no stack,
-and its main loop costs under the bounds below (tools.sm90_loop).
+bit-identical; torch.compile tracing the op; the tile dequantization, folded and wide, bit for
+bit against formats over every code byte and the edge scale bytes (in the interpreter its fp32
+stand-in, which flushes bf16's denormals). Through the interpreter: the same tiles by the PTX
+in tests/test_hopper_gemm's CPU emulator of its instructions; the layer. The op refuses
+another backend in one line. Cross-compiled for sm_90 with the runner's Triton: every served
+config of Llama-3-8B's decode shapes fits, with no stack, and its main loop costs under the
+bounds below (tools.sm90_loop).
 """
 
 import os
@@ -32,7 +34,8 @@ from mxfp4_mm.kernels import formats, hopper_prepared_gemm
 from mxfp4_mm.kernels.layouts import hopper as layout
 from mxfp4_mm.launchers import interpreting, prepared
 from mxfp4_mm.launchers.proof import reference_output
-from test_hopper_gemm import EDGE_SCALE_BYTES, as_fp32, assert_same_bits
+from test_hopper_gemm import (EDGE_SCALE_BYTES, _emulated_inline_asm, as_fp32, assert_same_bits,
+                              edge_scales)
 from test_hopper_gemm import hopper_device  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -191,29 +194,46 @@ def _dequantize_weight_tile_kernel(b_ptr, b_scales_ptr, out_ptr, BLOCK_N: tl.con
              + tl.arange(0, BLOCK_K)[None, :], as_fp32(values))
 
 
-@pytest.mark.parametrize("wide", [False, True])
-def test_a_tile_dequantizes_to_the_formats_values_bit_for_bit(hopper_device, wide):
-    """Every code byte (each pair of rows all 256) under each edge scale byte (one a pair of
-    rows): those up to FOLDED_SCALE_MAX_BYTE by the folded conversion, all by the wide one.
-    Compiled, the PTX (PAIRS_ASM_*, WIDE_PAIRS_ASM_*), which keeps bf16's denormals (scale
-    bytes 0 and 1); in the interpreter its fp32 stand-in, whose cast to bf16 flushes them to
-    zeros of their sign."""
+def dequantize_edge_weight_tile(device, wide: bool):
+    """Runs dequantize_weight_tile on `device` over every code byte (each pair of rows all 256)
+    under every edge scale byte (edge_scales, a pair of rows alike): those up to
+    FOLDED_SCALE_MAX_BYTE for the folded conversion, all for the wide one. Returns (its
+    values, formats.dequantize_mxfp4's), fp32 on the CPU."""
     block_n, block_k = 64, layout.K_ALIGN
     scale_bytes = [byte for byte in EDGE_SCALE_BYTES
                    if wide or byte <= layout.FOLDED_SCALE_MAX_BYTE]
     codes = torch.arange(256, dtype=torch.uint8).reshape(2, block_k // 2).repeat(block_n // 2, 1)
-    scales = torch.tensor([scale_bytes[row // 2 % len(scale_bytes)] for row in range(block_n)],
-                          dtype=torch.uint8)[:, None].repeat(1, block_k // 32)
-    weight = layout.swizzle(codes.to(hopper_device), scales.to(hopper_device))
+    scales = edge_scales(block_n // 2, block_k // 32, scale_bytes).repeat_interleave(2, dim=0)
+    weight = layout.swizzle(codes.to(device), scales.to(device))
     assert weight.wide_scales == wide
-    out = torch.empty(block_n, block_k, device=hopper_device)
+    out = torch.empty(block_n, block_k, device=device)
     _dequantize_weight_tile_kernel[(1,)](*hopper_prepared_gemm.weight_arguments(weight), out,
                                          block_n, wide)
-    expected = formats.dequantize_mxfp4(codes, scales)
+    return out.cpu(), formats.dequantize_mxfp4(codes, scales)
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_tile_dequantizes_to_the_formats_values_bit_for_bit(hopper_device, wide):
+    """As `device` runs it. Compiled: the PTX (PAIRS_ASM_*, WIDE_PAIRS_ASM_*), which keeps
+    bf16's denormals (scale bytes 0 and 1). In the interpreter: the fp32 stand-in, which
+    rounds its values through bf16, a cast that flushes those denormals to zeros of their sign
+    there."""
+    out, expected = dequantize_edge_weight_tile(hopper_device, wide)
     if interpreting():
         flushed = torch.zeros_like(expected).copysign(expected)
         expected = torch.where(expected.abs() < 2.0 ** -126, flushed, expected)
-    assert_same_bits(out.cpu(), expected)
+    assert_same_bits(out, expected)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("wide", [False, True])
+def test_the_emulated_ptx_dequantizes_a_tile_to_the_formats_values_bit_for_bit(wide, monkeypatch):
+    """The PTX's CPU twin: the interpreter takes the GPU branch, its asm run by run_ptx."""
+    from triton.runtime import interpreter
+    monkeypatch.setattr(hopper_prepared_gemm, "INTERPRETED", tl.constexpr(False))
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_inline_asm",
+                        _emulated_inline_asm)
+    assert_same_bits(*dequantize_edge_weight_tile("cpu", wide))
 
 
 def test_torch_compile_traces_the_op(hopper_device):
