@@ -215,9 +215,8 @@ def dequantize_edge_weight_tile(device, wide: bool):
 @pytest.mark.parametrize("wide", [False, True])
 def test_a_tile_dequantizes_to_the_formats_values_bit_for_bit(hopper_device, wide):
     """As `device` runs it. Compiled: the PTX (PAIRS_ASM_*, WIDE_PAIRS_ASM_*), which keeps
-    bf16's denormals (scale bytes 0 and 1). In the interpreter: the fp32 stand-in, which
-    rounds its values through bf16, a cast that flushes those denormals to zeros of their sign
-    there."""
+    bf16's denormals (values under scale bytes 0 and 1). In the interpreter: the fp32
+    stand-in, which gives those values as zeros of their sign."""
     out, expected = dequantize_edge_weight_tile(hopper_device, wide)
     if interpreting():
         flushed = torch.zeros_like(expected).copysign(expected)
