@@ -226,7 +226,8 @@ def test_a_tile_dequantizes_to_the_formats_values_bit_for_bit(form, monkeypatch)
 
 
 def test_the_compiled_ptx_dequantizes_a_tile_to_the_formats_values_bit_for_bit(hopper_device):
-    """BF16_PAIRS_ASM as the GPU runs it, and the kernel is the one that runs it."""
+    """BF16_PAIRS_ASM as the GPU runs it (the compiled kernel's PTX holds its mul.rn.bf16x2:
+    the GPU branch, not the fp32 form)."""
     if interpreting():
         pytest.skip("compiled only: the interpreter takes dequantize_tile's fp32 form (the "
                     "PTX's CPU twin is test_a_tile_dequantizes_..._bit_for_bit[emulated ptx])")
