@@ -4,14 +4,19 @@ the GEMM that reads it (kernels.hopper_prepared_gemm) and its op and launcher
 
 On the CPU: the layout's swizzle and unswizzle are inverses bit for bit, on every byte, from
 plain MXFP4 and from the runner's aiter layouts; its word encoding decodes by the kernel's
-masks and shifts. Through the interpreter: the op against the reference at odd shapes (M not a
-multiple of any tile, K a multiple of 64 only, a ragged last K tile, strided A, split-K, A
-quantized in the kernel and once by its own launches), weights whose scales take the wide
-conversion (scales above 2, zero and NaN), repeated calls bit-identical, torch.compile tracing
-the op. The op refuses another backend in one line. Cross-compiled for sm_90 with the runner's
-Triton: every served config of Llama-3-8B's decode shapes fits, with no stack, and its main
-loop costs under the bounds below (tools.sm90_loop). On an sm_90 GPU (skipped elsewhere): the
-PTX conversion the interpreter replaces, against the reference.
+masks and shifts. On `device` (the interpreter on a CPU, compiled on an NVIDIA GPU of sm_90 and
+up, where the PTX conversion runs that the interpreter replaces; skipped on any other GPU): the
+op against the reference at odd shapes (M not a multiple of any tile, K a multiple of 64 only,
+a ragged last K tile, strided A, split-K, A quantized in the kernel and once by its own
+launches; compiled also at Llama-3-8B's decode shapes), each weight also with scales that take
+the wide conversion; weights whose scales take it (scales above 2, zero and NaN); repeated calls
+bit-identical; torch.compile tracing the op; the tile dequantization, folded and wide, bit for
+bit against formats over every code byte and the edge scale bytes (in the interpreter its fp32
+stand-in, which flushes bf16's denormals). Through the interpreter: the same tiles by the PTX
+in tests/test_hopper_gemm's CPU emulator of its instructions; the layer. The op refuses
+another backend in one line. Cross-compiled for sm_90 with the runner's Triton: every served
+config of Llama-3-8B's decode shapes fits, with no stack, and its main loop costs under the
+bounds below (tools.sm90_loop).
 """
 
 import os
@@ -21,12 +26,17 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from mxfp4_mm import reference
-from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels import formats, hopper_prepared_gemm
 from mxfp4_mm.kernels.layouts import hopper as layout
-from mxfp4_mm.launchers import prepared
+from mxfp4_mm.launchers import interpreting, prepared
 from mxfp4_mm.launchers.proof import reference_output
+from test_hopper_gemm import (EDGE_SCALE_BYTES, _emulated_inline_asm, as_fp32, assert_same_bits,
+                              edge_scales)
+from test_hopper_gemm import hopper_device  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,6 +116,10 @@ CASES = [   # m, n, k, strided A
     (20, 80, 576, True),       # A once, two splits, the second ragged
     (70, 64, 256, False),      # two M tiles of 64
 ]
+# Llama-3-8B's decode shapes: compiled only (model-sized, too slow to interpret).
+DECODE_CASES = [(1, 4096, 4096, False), (8, 6144, 4096, False), (64, 4096, 14336, False)]
+compiled_only = pytest.mark.skipif(interpreting(), reason="model-sized: compiled only, too slow "
+                                                         "to interpret")
 
 
 def run_op(a, weight):
@@ -113,13 +127,15 @@ def run_op(a, weight):
                                             weight.wide_scales)
 
 
-@pytest.mark.interpreter
-@pytest.mark.parametrize("m, n, k, strided", CASES)
-def test_the_op_matches_the_reference_and_repeats_its_bits(m, n, k, strided):
-    data = reference.generate_input(m, n, k, seed=m + n + k, device="cpu")
+@pytest.mark.parametrize("m, n, k, strided", CASES + [pytest.param(*case, marks=compiled_only)
+                                                      for case in DECODE_CASES])
+def test_the_op_matches_the_reference_and_repeats_its_bits(hopper_device, m, n, k, strided):
+    """Also a weight of the same shape whose scales (0 and 131 among 120) take the wide
+    conversion."""
+    data = reference.generate_input(m, n, k, seed=m + n + k, device=hopper_device)
     a = data[0]
     if strided:
-        wide = torch.zeros(m, 2 * k, dtype=torch.bfloat16)
+        wide = torch.zeros(m, 2 * k, dtype=torch.bfloat16, device=hopper_device)
         wide[:, 1::2] = a
         a = wide[:, 1::2]
     weight = prepared.hopper_weight(data[3], data[4])
@@ -127,15 +143,24 @@ def test_the_op_matches_the_reference_and_repeats_its_bits(m, n, k, strided):
     ok, message = reference.check_implementation(data, out)
     assert ok, message
     assert torch.equal(out, run_op(a, weight))
+    codes, scales = random_mxfp4(n, k, seed=m, high=1)
+    scales = scales + 120
+    scales[0, 0], scales[1, 0] = 0, 131
+    codes, scales = codes.to(hopper_device), scales.to(hopper_device)
+    wide_weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    assert wide_weight.wide_scales
+    ok, message = reference.compare(run_op(a, wide_weight), reference_output(a, codes, scales))
+    assert ok, message
 
 
-@pytest.mark.interpreter
-def test_wide_scales_zero_and_nan_reach_the_output_as_the_reference_reads_them():
+def test_wide_scales_zero_and_nan_reach_the_output_as_the_reference_reads_them(hopper_device):
     m, n, k = 2, 64, 256
-    a = reference.generate_input(m, n, k, seed=7, device="cpu")[0]
+    a = reference.generate_input(m, n, k, seed=7, device=hopper_device)[0]
     codes, scales = random_mxfp4(n, k, seed=7, high=1)
+    codes = codes.to(hopper_device)
     scales = scales + 120
     scales[0, 0], scales[1, 1], scales[2, 2], scales[3, 3] = 0, 255, 131, 128
+    scales = scales.to(hopper_device)
     weight = prepared.hopper_weight_from_mxfp4(codes, scales)
     assert weight.wide_scales
     out = run_op(a, weight)
@@ -151,10 +176,68 @@ def test_wide_scales_zero_and_nan_reach_the_output_as_the_reference_reads_them()
     assert ok, message
 
 
+@triton.jit
+def _dequantize_weight_tile_kernel(b_ptr, b_scales_ptr, out_ptr, BLOCK_N: tl.constexpr,
+                                   WIDE_SCALES: tl.constexpr):
+    """A weight of BLOCK_N rows and K = BLOCK_K (weight_arguments' views), loaded as the GEMM
+    loads a tile's rows (kc, w, g), dequantized -> out fp32 [BLOCK_N, BLOCK_K]."""
+    BLOCK_K: tl.constexpr = hopper_prepared_gemm.BLOCK_K
+    KC: tl.constexpr = BLOCK_K // 64
+    W: tl.constexpr = BLOCK_N // 16
+    r = tl.arange(0, KC * W * 8)
+    unit = ((r // 8) % W) * KC + r // (8 * W)
+    halves = tl.load(b_ptr + (unit * 256 + (r % 8) * 32)[:, None] + tl.arange(0, 32)[None, :])
+    scales = tl.load(b_scales_ptr + (unit * 8 + r % 8)[:, None] + 0 * tl.arange(0, 4)[None, :])
+    values = hopper_prepared_gemm.dequantize_weight_tile(
+        halves, scales.to(tl.uint32, bitcast=True), BLOCK_N, WIDE_SCALES)
+    tl.store(out_ptr + tl.arange(0, BLOCK_N)[:, None] * BLOCK_K
+             + tl.arange(0, BLOCK_K)[None, :], as_fp32(values))
+
+
+def dequantize_edge_weight_tile(device, wide: bool):
+    """Runs dequantize_weight_tile on `device` over every code byte (each pair of rows all 256)
+    under every edge scale byte (edge_scales, a pair of rows alike): those up to
+    FOLDED_SCALE_MAX_BYTE for the folded conversion, all for the wide one. Returns (its
+    values, formats.dequantize_mxfp4's), fp32 on the CPU."""
+    block_n, block_k = 64, layout.K_ALIGN
+    scale_bytes = [byte for byte in EDGE_SCALE_BYTES
+                   if wide or byte <= layout.FOLDED_SCALE_MAX_BYTE]
+    codes = torch.arange(256, dtype=torch.uint8).reshape(2, block_k // 2).repeat(block_n // 2, 1)
+    scales = edge_scales(block_n // 2, block_k // 32, scale_bytes).repeat_interleave(2, dim=0)
+    weight = layout.swizzle(codes.to(device), scales.to(device))
+    assert weight.wide_scales == wide
+    out = torch.empty(block_n, block_k, device=device)
+    _dequantize_weight_tile_kernel[(1,)](*hopper_prepared_gemm.weight_arguments(weight), out,
+                                         block_n, wide)
+    return out.cpu(), formats.dequantize_mxfp4(codes, scales)
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_tile_dequantizes_to_the_formats_values_bit_for_bit(hopper_device, wide):
+    """As `device` runs it. Compiled: the PTX (PAIRS_ASM_*, WIDE_PAIRS_ASM_*), which keeps
+    bf16's denormals (values under scale bytes 0 and 1). In the interpreter: the fp32
+    stand-in, which gives those values as zeros of their sign."""
+    out, expected = dequantize_edge_weight_tile(hopper_device, wide)
+    if interpreting():
+        flushed = torch.zeros_like(expected).copysign(expected)
+        expected = torch.where(expected.abs() < 2.0 ** -126, flushed, expected)
+    assert_same_bits(out, expected)
+
+
 @pytest.mark.interpreter
-def test_torch_compile_traces_the_op():
+@pytest.mark.parametrize("wide", [False, True])
+def test_the_emulated_ptx_dequantizes_a_tile_to_the_formats_values_bit_for_bit(wide, monkeypatch):
+    """The PTX's CPU twin: the interpreter takes the GPU branch, its asm run by run_ptx."""
+    from triton.runtime import interpreter
+    monkeypatch.setattr(hopper_prepared_gemm, "INTERPRETED", tl.constexpr(False))
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_inline_asm",
+                        _emulated_inline_asm)
+    assert_same_bits(*dequantize_edge_weight_tile("cpu", wide))
+
+
+def test_torch_compile_traces_the_op(hopper_device):
     m, n, k = 3, 64, 256
-    data = reference.generate_input(m, n, k, seed=11, device="cpu")
+    data = reference.generate_input(m, n, k, seed=11, device=hopper_device)
     weight = prepared.hopper_weight(data[3], data[4])
     compiled = torch.compile(run_op, backend="aot_eager", fullgraph=True)
     assert torch.equal(compiled(data[0], weight), run_op(data[0], weight))
@@ -247,36 +330,4 @@ def test_the_layer_takes_the_prepared_path_through_to_and_state_dict(monkeypatch
     plain = MXFP4Linear.from_linear(linear)
     assert plain.hopper_weight is None
     ok, message = reference.compare(plain(x), y)
-    assert ok, message
-
-
-def _sm90_gpu() -> bool:
-    from mxfp4_mm.launchers import interpreting
-    return (torch.cuda.is_available() and not interpreting()
-            and torch.cuda.get_device_capability()[0] >= 9
-            and torch.version.hip is None)
-
-
-@pytest.mark.skipif(not _sm90_gpu(), reason="needs an NVIDIA GPU of sm_90 or later")
-@pytest.mark.parametrize("m, n, k, strided", CASES + [(1, 4096, 4096, False),
-                                                      (8, 6144, 4096, False),
-                                                      (64, 4096, 14336, False)])
-def test_on_an_sm90_gpu_the_ptx_gives_the_reference(m, n, k, strided):
-    """The PTX conversion (PAIRS_ASM_*), which the interpreter replaces, on the GPU."""
-    data = reference.generate_input(m, n, k, seed=m + n + k, device="cuda")
-    a = data[0]
-    if strided:
-        a = torch.zeros(m, 2 * k, dtype=torch.bfloat16, device="cuda")[:, 1::2]
-        a.copy_(data[0])
-    weight = prepared.hopper_weight(data[3], data[4])
-    out = run_op(a, weight)
-    ok, message = reference.check_implementation(data, out)
-    assert ok, message
-    assert torch.equal(out, run_op(a, weight))
-    codes, scales = random_mxfp4(n, k, seed=m, high=1)
-    scales = scales + 120
-    scales[0, 0], scales[1, 0] = 0, 131      # the wide conversion
-    wide = prepared.hopper_weight_from_mxfp4(codes.cuda(), scales.cuda())
-    ok, message = reference.compare(run_op(a, wide), reference_output(a, codes.cuda(),
-                                                                       scales.cuda()))
     assert ok, message
