@@ -390,9 +390,11 @@ def test_the_stubbed_host_measurement_runs_on_the_cpu_and_leaves_the_cache(tmp_p
     for row in rows:
         us = row["host_us"]
         assert us["F.linear"] is None and us["direct"] is None
-        assert all(us[key] > 0 for key in ("op", "MXFP4Linear", "custom_kernel"))
+        assert all(us[key] > 0 for key in ("op", "MXFP4Linear", "prepared",
+                                           "MXFP4Linear prepared", "custom_kernel"))
     printed = capsys.readouterr().out
     assert "the Python part alone" in printed and "custom_kernel <= op + 2 µs" in printed
+    assert "prep op" in printed and "plyr-lin" in printed
     assert launchers._launchers is cache and launchers._checked_signatures is signatures
 
 

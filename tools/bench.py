@@ -633,7 +633,7 @@ def host_margins(row) -> dict:
 def format_host_table(rows) -> str:
     margins = [f"{left}-{right}" for left, right in HOST_TARGET_US]
     labels = {"op-F.linear": "op-lin", "MXFP4Linear-F.linear": "layer-lin",
-              "prepared-F.linear": "prep-lin", "MXFP4Linear prepared-F.linear": "play-lin",
+              "prepared-F.linear": "prep-lin", "MXFP4Linear prepared-F.linear": "plyr-lin",
               "custom_kernel-op": "ck-op"}
     lines = [" ".join([f"{'M':>5} {'N':>5} {'K':>5}"] + _headers(HOST_ONLY_COLUMNS, 9)
                       + [f"{labels[key]:>9}" for key in margins])]
