@@ -24,17 +24,19 @@ named once on stderr as it first did (launchers.configs.note_untuned).
 (validation, the empty-M case, the cached launcher): submission.custom_kernel calls it, and so
 does the torch op `torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh) -> c`, registered here with
 a fake implementation (shapes only), so that torch.compile traces it and CUDA/HIP graphs
-capture it. The op is defined through torch.library.Library (schema, one implementation for
-every device, an autograd kernel whose output's backward raises, the fake), whose dispatch
-costs less than half of torch.library.custom_op's.
+capture it. `define_op` defines it, and the prepared path's torch.ops.mxfp4_mm.gemm_prepared
+(launchers.prepared), through torch.library.Library (schema, one implementation for every
+device, an autograd kernel whose output's backward raises, the fake), whose dispatch costs less
+than half of torch.library.custom_op's.
 
 A call's checks (launchers.inputs.gemm_problem) read nothing but each tensor's shape, strides,
 dtype and device, and so does the choice of launcher. A call whose signature (those twelve
 values) has passed them before is neither checked nor looked up again: one dictionary lookup
-gives its launcher's key; a signature seen for the first time, or anything that is not three
-tensors, takes the full checks, and so gets their one-line error. What the signature cannot
-hold, the tensors' addresses, the launcher checks on every call (16-byte alignment for its
-direct launches).
+gives its launcher (launcher_of_signature); a signature seen for the first time, or anything
+that is not three tensors, takes the full checks, and so gets their one-line error. What the
+signature cannot hold, the tensors' addresses, the launcher checks on every call (16-byte
+alignment for its direct launches). The prepared path keeps its launchers and signatures in the
+same cache and table (cached_launcher, checked_signature), under keys of its own.
 """
 
 import contextlib
@@ -100,32 +102,39 @@ def _built_in_own_thread(build, device):
 CAPTURE_IN_ERROR = "captur"
 
 
-def _proven_launcher(arch, backend, device, m, n, k, a_strides):
+def cached_launcher(key, op: str, shape: tuple, device, build):
+    """The launcher cached under `key`, made the most recently used; where there is none,
+    build()'s (the launcher built and proven, in a thread of its own: _built_in_own_thread),
+    the least recently used evicted past LAUNCHER_CACHE_CAPACITY with its signatures. A first
+    call inside a graph capture that forbids the build raises one line naming `op` and
+    `shape` (M, N, K)."""
+    if key in _launchers:
+        _launchers.move_to_end(key)
+        return _launchers[key]
     try:
-        return _built_in_own_thread(
-            lambda: proven_launcher(arch, backend, m, n, k, a_strides, device), device)
+        launcher = _built_in_own_thread(build, torch.device(device))
     except RuntimeError as error:
         if CAPTURE_IN_ERROR not in str(error):
             raise
-    raise RuntimeError(f"mxfp4_mm.gemm: the first call of shape {m}x{n}x{k} is inside a CUDA "
-                       f"graph capture whose error mode forbids building and proving its "
-                       f"launcher; call the shape once before capturing, or capture with "
-                       f"capture_error_mode=\"thread_local\"")
-
-
-def _launcher_key(device, m: int, n: int, k: int, a_strides: tuple) -> tuple:
-    """The cache key of the launcher of this problem, the launcher built and proven first where
-    it is not cached; the key becomes the most recently used."""
-    backend, arch = current_target(device)
-    key = (arch, str(device), m, n, k, a_strides)
-    if key in _launchers:
-        _launchers.move_to_end(key)
-        return key
-    _launchers[key] = _proven_launcher(arch, backend, torch.device(device), m, n, k, a_strides)
+        raise RuntimeError(f"mxfp4_mm.{op}: the first call of shape {'x'.join(map(str, shape))} "
+                           f"is inside a CUDA graph capture whose error mode forbids building "
+                           f"and proving its launcher; call the shape once before capturing, or "
+                           f"capture with capture_error_mode=\"thread_local\"") from None
+    _launchers[key] = launcher
     if len(_launchers) > LAUNCHER_CACHE_CAPACITY:
         evicted, _ = _launchers.popitem(last=False)
         for signature in [s for s, held in list(_checked_signatures.items()) if held == evicted]:
             del _checked_signatures[signature]
+    return launcher
+
+
+def _launcher_key(device, m: int, n: int, k: int, a_strides: tuple) -> tuple:
+    """The cache key of the GEMM's launcher of this problem, the launcher built and proven
+    first where it is not cached (launchers.ladder); the key becomes the most recently used."""
+    backend, arch = current_target(device)
+    key = (arch, str(device), m, n, k, a_strides)
+    cached_launcher(key, OP_NAME, (m, n, k), device, lambda: proven_launcher(
+        arch, backend, m, n, k, a_strides, torch.device(device)))
     return key
 
 
@@ -138,108 +147,129 @@ def launcher_for(a, n: int):
     return _launcher(a.device, m, n, k, a.stride())
 
 
-# call signature (call_signature) -> the key of its launcher in _launchers, for the signatures
-# that passed gemm_problem; entries go with their launcher's
+# call signature -> the key of its launcher in _launchers, for the signatures that passed
+# their op's full checks (the GEMM's: call_signature; the prepared path's: launchers.prepared);
+# entries go with their launcher's
 _checked_signatures = {}
 
 
 def call_signature(a, b_shuffle, b_scale_sh) -> tuple:
     """All that gemm_problem's checks and the launcher's choice read of the three tensors: each
-    one's shape, strides, dtype and device (AttributeError for what is no tensor)."""
+    one's shape, strides, dtype and device (AttributeError for what is no tensor). The prepared
+    path's signature starts with the same of its three tensors."""
     return (a.shape, a.stride(), a.dtype, a.device,
             b_shuffle.shape, b_shuffle.stride(), b_shuffle.dtype, b_shuffle.device,
             b_scale_sh.shape, b_scale_sh.stride(), b_scale_sh.dtype, b_scale_sh.device)
 
 
-def _empty_output(n: int):
-    return lambda a, b_shuffle, b_scale_sh: torch.empty((0, n), dtype=torch.bfloat16,
-                                                          device=a.device)
+def launcher_of_signature(signature):
+    """The launcher of a call whose signature passed its op's full checks before, made the most
+    recently used; KeyError where it did not (or where its launcher was evicted since)."""
+    key = _checked_signatures[signature]
+    _launchers.move_to_end(key)
+    return _launchers[key]
+
+
+def checked_signature(signature, key):
+    """Records that `signature` passed its op's full checks and is served by the launcher of
+    `key`; that launcher."""
+    _checked_signatures[signature] = key
+    return _launchers[key]
+
+
+def empty_output(n: int):
+    """The launcher of a call with no rows: a new bf16 [0, N] on A's device."""
+    return lambda a, *weight: torch.empty((0, n), dtype=torch.bfloat16, device=a.device)
 
 
 def _checked_launcher(a, b_shuffle, b_scale_sh):
     """The launcher of a call not seen before, after gemm_problem's full checks."""
     m, n, k = gemm_problem(a, b_shuffle, b_scale_sh)
     if m == 0:
-        return _empty_output(n)
-    key = _launcher_key(a.device, m, n, k, a.stride())
-    _checked_signatures[call_signature(a, b_shuffle, b_scale_sh)] = key
-    return _launchers[key]
+        return empty_output(n)
+    return checked_signature(call_signature(a, b_shuffle, b_scale_sh),
+                             _launcher_key(a.device, m, n, k, a.stride()))
 
 
 def mxfp4_gemm(a: torch.Tensor, b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor) -> torch.Tensor:
     """A bf16 [M, K], B_shuffle fp4x2 [N, K/2], B_scale_sh e8m0 [pad(N,256), pad(K/32,8)] ->
     a new bf16 [M, N] = quantize(A) @ dequant(B)^T."""
     try:
-        key = _checked_signatures[call_signature(a, b_shuffle, b_scale_sh)]
-        _launchers.move_to_end(key)
-        launcher = _launchers[key]
+        launcher = launcher_of_signature(call_signature(a, b_shuffle, b_scale_sh))
     except (AttributeError, KeyError):  # no tensor, a new signature, or its launcher evicted
         launcher = _checked_launcher(a, b_shuffle, b_scale_sh)
     return launcher(a, b_shuffle, b_scale_sh)
 
 
 OP_NAMESPACE, OP_NAME = "mxfp4_mm", "gemm"
+_libraries = []     # the torch.library.Library of each op defined here, kept for the process
 
 
-_library = None     # the torch.library.Library that holds the op, kept for the process
+class _WithoutBackward(torch.autograd.Function):
+    """An op's output where A requires grad: it has a grad_fn, whose backward raises (the
+    GEMM has none)."""
+
+    @staticmethod
+    def forward(ctx, op, keyset, *arguments):
+        ctx.op_name = op._schema.name
+        return op.redispatch(keyset & _AFTER_AUTOGRAD, *arguments)
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError(f"{ctx.op_name}: no autograd formula was registered (the MXFP4 GEMM "
+                           f"has no backward)")
+
+
+def _autograd_kernel(op, implementation):
+    """The op's autograd kernel: its implementation, with a grad_fn that refuses backward where
+    A (the first argument) needs one (the weight's tensors are integer codes, which never
+    require grad). Where nothing but a device's own kernel lies below (no fake or subclass
+    tensor, no dispatch mode), it calls the implementation itself: the redispatch costs about
+    2 µs."""
+    def autograd(keyset, *arguments):
+        if arguments[0].requires_grad and torch.is_grad_enabled():
+            return _WithoutBackward.apply(op, keyset, *arguments)
+        device_kernel_next = _device_kernel_next.get(keyset.raw_repr())
+        if device_kernel_next is None:
+            below = (keyset & _AFTER_AUTOGRAD).remove(_IN_PLACE_OR_VIEW)
+            device_kernel_next = below.highestPriorityTypeId() in _DEVICE_KEYS
+            _device_kernel_next[keyset.raw_repr()] = device_kernel_next
+        if device_kernel_next:
+            return implementation(*arguments)
+        return op.redispatch(keyset & _AFTER_AUTOGRAD, *arguments)
+    return autograd
+
+
+def define_op(name: str, arguments: str, implementation, fake):
+    """torch.ops.mxfp4_mm.<name>(<arguments>) -> Tensor, defined once per process (a second
+    import of the defining code keeps the first) through torch.library.Library: `implementation`
+    for every device, _autograd_kernel's kernel, `fake` (shapes only) for tracing. Its default
+    overload."""
+    namespace = getattr(torch.ops, OP_NAMESPACE)
+    if not hasattr(namespace, name):
+        library = torch.library.Library(OP_NAMESPACE, "FRAGMENT")
+        _libraries.append(library)
+        library.define(f"{name}({arguments}) -> Tensor", tags=(torch.Tag.pt2_compliant_tag,))
+        op = getattr(namespace, name).default
+        library.impl(name, implementation, "CompositeExplicitAutograd")
+        library.impl(name, _autograd_kernel(op, implementation), "Autograd", with_keyset=True)
+        torch.library.register_fake(f"{OP_NAMESPACE}::{name}", fake, lib=library)
+    return getattr(namespace, name).default
+
+
+_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
+_IN_PLACE_OR_VIEW = torch._C.DispatchKey.ADInplaceOrView     # a pass-through for these ops
+_DEVICE_KEYS = (torch._C.DispatchKey.CPU, torch._C.DispatchKey.CUDA)    # CUDA: HIP's too
+# a dispatch key set seen by an autograd kernel (its raw bits) -> whether a device's own kernel
+# comes next below autograd; a few sets in a process
+_device_kernel_next = {}
 
 
 def _output_like(a, b_shuffle, b_scale_sh):
     return a.new_empty((a.shape[0], b_shuffle.shape[0]), dtype=torch.bfloat16)
 
 
-class _WithoutBackward(torch.autograd.Function):
-    """The op's output where A requires grad: it has a grad_fn, whose backward raises (the
-    GEMM has none)."""
-
-    @staticmethod
-    def forward(ctx, keyset, a, b_shuffle, b_scale_sh):
-        return _op.redispatch(keyset & _AFTER_AUTOGRAD, a, b_shuffle, b_scale_sh)
-
-    @staticmethod
-    def backward(ctx, grad):
-        raise RuntimeError(f"{OP_NAMESPACE}::{OP_NAME}: no autograd formula was registered "
-                           f"(the MXFP4 GEMM has no backward)")
-
-
-def _autograd(keyset, a, b_shuffle, b_scale_sh):
-    """The op's autograd kernel: the GEMM, with a grad_fn that refuses backward where A needs
-    one (B_shuffle and B_scale_sh are integer codes, which never require grad). Where nothing
-    but a device's own kernel lies below (no fake or subclass tensor, no dispatch mode), it
-    calls mxfp4_gemm itself: the redispatch costs about 2 µs."""
-    if a.requires_grad and torch.is_grad_enabled():
-        return _WithoutBackward.apply(keyset, a, b_shuffle, b_scale_sh)
-    device_kernel_next = _device_kernel_next.get(keyset.raw_repr())
-    if device_kernel_next is None:
-        below = (keyset & _AFTER_AUTOGRAD).remove(_IN_PLACE_OR_VIEW)
-        device_kernel_next = below.highestPriorityTypeId() in _DEVICE_KEYS
-        _device_kernel_next[keyset.raw_repr()] = device_kernel_next
-    if device_kernel_next:
-        return mxfp4_gemm(a, b_shuffle, b_scale_sh)
-    return _op.redispatch(keyset & _AFTER_AUTOGRAD, a, b_shuffle, b_scale_sh)
-
-
-def _register_op():
-    """torch.ops.mxfp4_mm.gemm, once per process (a second import of this code keeps it)."""
-    global _library
-    if hasattr(getattr(torch.ops, OP_NAMESPACE), OP_NAME):
-        return
-    _library = torch.library.Library(OP_NAMESPACE, "DEF")
-    _library.define(f"{OP_NAME}(Tensor a, Tensor b_shuffle, Tensor b_scale_sh) -> Tensor",
-                    tags=(torch.Tag.pt2_compliant_tag,))
-    _library.impl(OP_NAME, mxfp4_gemm, "CompositeExplicitAutograd")
-    _library.impl(OP_NAME, _autograd, "Autograd", with_keyset=True)
-    torch.library.register_fake(f"{OP_NAMESPACE}::{OP_NAME}", _output_like, lib=_library)
-
-
-_register_op()
-_op = getattr(getattr(torch.ops, OP_NAMESPACE), OP_NAME).default
-_AFTER_AUTOGRAD = torch._C._after_autograd_keyset
-_IN_PLACE_OR_VIEW = torch._C.DispatchKey.ADInplaceOrView     # a pass-through for this op
-_DEVICE_KEYS = (torch._C.DispatchKey.CPU, torch._C.DispatchKey.CUDA)    # CUDA: HIP's too
-# a dispatch key set seen by _autograd (its raw bits) -> whether a device's own kernel comes
-# next below autograd; a few sets in a process
-_device_kernel_next = {}
+define_op(OP_NAME, "Tensor a, Tensor b_shuffle, Tensor b_scale_sh", mxfp4_gemm, _output_like)
 
 
 def cached_launcher_count() -> int:

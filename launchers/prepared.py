@@ -5,7 +5,15 @@
     c = torch.ops.mxfp4_mm.gemm_prepared(a, weight.values, weight.scales, weight.k,
                                          weight.wide_scales)   # = gemm_prepared(a, weight)
 
-Importing this module (launchers.linear does) registers the op.
+Importing this module (launchers.linear does) defines the op (launchers.define_op, as the op
+torch.ops.mxfp4_mm.gemm is defined). A call whose signature (its three tensors' shapes,
+strides, dtypes and devices, K and wide_scales) passed prepared_problem's checks before takes
+its launcher from one lookup in the launcher cache the GEMM's op uses (launchers); a new
+signature is checked in full (one-line errors: A's dtype, shape or device, a weight not in the
+layout, a backend other than NVIDIA sm_90 and up or the interpreter), and a new problem (M, N,
+K, A's strides, wide_scales) has its launcher built and proven first, as every launcher is
+(launchers.ladder: the rule's config, direct, then through the standard launch; the proof's
+weights put into the Hopper layout).
 
 The op takes the layout's two tensors (values uint8 [N/16, Kp/64, 8, 4, 4, 4], scales uint8
 [N/16, Kp/64, 8, 2, 2]) and returns a new bf16 [M, N] = quantize(A) @ dequant(B)^T, the
@@ -24,7 +32,6 @@ and kernels.dequantize's kernel write A's MXFP4 values in bf16 once (the dequant
 launches, launchers.dequant), then the GEMM loads them as they are.
 """
 
-import functools
 import itertools
 from typing import NamedTuple
 
@@ -38,9 +45,15 @@ from ..kernels.hopper_prepared_gemm import (hopper_prepared_gemm_kernel,
 from ..kernels.layouts import hopper as layout
 from ..kernels.tiles import gemm_tiles
 from ..kernels.quantize import quantized_outputs
+from . import (cached_launcher, call_signature, checked_signature, define_op, empty_output,
+               launcher_of_signature)
 from .bypass import aligned, backend_options
 from .gemm import (LaunchSpec, bound_launch, counter_rows, quantize_spec,
                    split_plan, threads_per_program)
+from .inputs import CPU_HOWTO, KERNELS_NEED_A_GPU
+from .ladder import Rung, proven_launcher
+from .launcher import Launcher
+from .proof import SPLIT_K_REPEATS
 from .targets import SM90
 
 A_DEQUANTIZED_MIN_M = 8
@@ -141,13 +154,20 @@ def _options(backend: str, num_warps: int, num_stages: int) -> dict:
                            matrix_instr_nonkdim=0)
 
 
-class PreparedLauncher:
-    """Call with (A bf16 [M, K] of the given strides, HopperWeight); returns a new bf16 [M, N]."""
+class PreparedLauncher(Launcher):
+    """The prepared path's launcher (launchers.launcher's contract, but for its operands): call
+    with (A bf16 [M, K] of the given strides, the Hopper layout's values and scales[, direct]);
+    returns a new bf16 [M, N]."""
+
+    quantizer = "software"
 
     def __init__(self, config: PreparedConfig, backend: str, m: int, n: int, k: int,
                  a_strides: tuple, device, wide_scales: bool, allow_direct: bool = True):
         self.config, self.m, self.n, self.k, self.device = config, m, n, k, device
+        self.wide_scales = wide_scales
         self.splits, _ = config.splits_for(k)
+        self.proof_repeats = SPLIT_K_REPEATS if self.splits > 1 else 0
+        self.launches_per_call = 3 if config.a_dequantized else 1
         self.counter_rows = counter_rows(config, m, n, split_plan(config, k), device)
         self._calls = itertools.count()   # next() is atomic: threads never share a row
         specs = prepared_launch_specs(config, backend, m, n, k, a_strides, device, wide_scales)
@@ -155,26 +175,83 @@ class PreparedLauncher:
         self.launches = {name: launch for name, (launch, _) in bound.items()}
         self.constants = {name: constants for name, (_, constants) in bound.items()}
 
-    def _launch(self, name: str, tensors: tuple) -> None:
-        launch = self.launches[name]
-        (launch if aligned(*tensors[:3]) else launch.standard)(*tensors, *self.constants[name])
+    def kernel_launches(self) -> dict:
+        return self.launches
 
-    def __call__(self, a, weight: layout.HopperWeight):
+    def _launch(self, name: str, tensors: tuple, direct: bool) -> None:
+        launch = self.launches[name]
+        (launch if direct and aligned(*tensors[:3]) else launch.standard)(
+            *tensors, *self.constants[name])
+
+    def __call__(self, a, values, scales, direct=True):
+        """direct=False takes the standard launch even where the bypass is available. A direct
+        launch reads only each tensor's address, so it takes values and scales as they come;
+        the standard launch takes the kernel's views of them (weight_arguments)."""
         m, n, k = self.m, self.n, self.k
         if self.config.a_dequantized:
-            codes, scales = quantized_outputs(m, k, self.device)
-            self._launch("quantize", (a, codes, scales))
+            codes, a_scales = quantized_outputs(m, k, self.device)
+            self._launch("quantize", (a, codes, a_scales), direct)
             a = torch.empty((m, k), dtype=torch.bfloat16, device=self.device)
-            self._launch("dequantize_a", (codes, scales, a))
+            self._launch("dequantize_a", (codes, a_scales, a), direct)
         out = torch.empty((m, n), dtype=torch.bfloat16, device=self.device)
         partials = (torch.empty((self.splits, m, n), dtype=torch.float32, device=self.device)
                     if self.splits > 1 else out)
         counters = out
         if self.counter_rows is not None:
             counters = self.counter_rows[next(self._calls) % len(self.counter_rows)]
-        b, b_scales = weight_arguments(weight)
-        self._launch("gemm", (a, b, b_scales, out, partials, counters))
+        gemm, constants = self.launches["gemm"], self.constants["gemm"]
+        if direct and gemm.is_direct and aligned(a, values, scales):
+            gemm.direct(a, values, scales, out, partials, counters, *constants)
+        else:
+            b, b_scales = weight_arguments(layout.HopperWeight(values, scales, n, k,
+                                                               self.wide_scales))
+            gemm.standard(a, b, b_scales, out, partials, counters, *constants)
         return out
+
+
+class _OnShuffledWeights(Launcher):
+    """A PreparedLauncher called as the ladder's proof calls every launcher, with the op
+    torch.ops.mxfp4_mm.gemm's weight operands (B_shuffle, B_scale_sh): each weight put into the
+    Hopper layout once, then the prepared launcher called on it."""
+
+    def __init__(self, launcher: PreparedLauncher):
+        self.launcher = launcher
+        self.config, self.splits = launcher.config, launcher.splits
+        self.quantizer, self.proof_repeats = launcher.quantizer, launcher.proof_repeats
+        self.launches_per_call = launcher.launches_per_call
+        self._weight = (None, None)     # (B_shuffle, its HopperWeight) of the last call
+
+    def kernel_launches(self) -> dict:
+        return self.launcher.kernel_launches()
+
+    def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
+        if self._weight[0] is not b_shuffle:
+            self._weight = (b_shuffle, hopper_weight(b_shuffle, b_scale_sh))
+        weight = self._weight[1]
+        return self.launcher(a, weight.values, weight.scales, direct)
+
+
+def prepared_rungs(backend: str, m: int, n: int, k: int, a_strides: tuple, device,
+                   wide_scales: bool) -> list:
+    """The prepared launcher's ladder (launchers.ladder): the rule's config with the direct
+    launch, then the same through Triton's standard launch only. There is no rung below: the
+    other paths take the weight in another layout."""
+    config = prepared_config(m, n, k)
+
+    def rung(name, allow_direct):
+        return Rung(name, lambda: _OnShuffledWeights(PreparedLauncher(
+            config, backend, m, n, k, a_strides, device, wide_scales, allow_direct)), config)
+    return [rung("prepared", True), rung("prepared, standard launch", False)]
+
+
+def proven_prepared_launcher(arch, backend, m, n, k, a_strides, device,
+                             wide_scales) -> PreparedLauncher:
+    """The prepared launcher of this problem, proven against the reference as every launcher
+    is (launchers.ladder, launchers.proof: the proof's weights put into the Hopper layout)."""
+    proven = proven_launcher(arch, backend, m, n, k, a_strides, device,
+                             prepared_rungs(backend, m, n, k, a_strides, device, wide_scales))
+    proven.launcher.rung = proven.rung
+    return proven.launcher
 
 
 def hopper_weight(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor) -> layout.HopperWeight:
@@ -205,54 +282,88 @@ def layer_weight(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor):
     return hopper_weight(b_shuffle, b_scale_sh) if serves(b_shuffle.device) else None
 
 
-def _check_backend(device) -> str:
+def _checked_backend(device) -> tuple:
+    """(backend, arch) of `device` where it runs this path; else one line naming the way out."""
     from . import current_target
+    if device.type == "cpu" and KERNELS_NEED_A_GPU:
+        raise RuntimeError(f"mxfp4_mm.{OP_NAME}: A is a CPU tensor, but the kernels were "
+                           f"compiled for a GPU; {CPU_HOWTO}")
     backend, arch = current_target(device)
     if backend == "cuda" and int(arch.removeprefix("sm_")) >= 90 or backend == "interpreter":
-        return backend
-    raise ValueError(f"mxfp4_mm.gemm_prepared: a weight in the Hopper layout runs on NVIDIA "
+        return backend, arch
+    raise ValueError(f"mxfp4_mm.{OP_NAME}: a weight in the Hopper layout runs on NVIDIA "
                      f"sm_90 and up, not on {backend} {arch}; convert it with "
                      f"kernels.layouts.hopper.unswizzle and use torch.ops.mxfp4_mm.gemm")
 
 
-@functools.lru_cache(maxsize=64)
-def _cached_launcher(backend, device, m, n, k, a_strides, wide_scales) -> PreparedLauncher:
-    return PreparedLauncher(prepared_config(m, n, k), backend, m, n, k, a_strides,
-                            torch.device(device), wide_scales)
+def _require(what: str, ok: bool, expected: str, got) -> None:
+    if not ok:
+        raise ValueError(f"mxfp4_mm.{OP_NAME}: expected {what} {expected}, got {got}")
+
+
+def prepared_problem(a, values, scales, k: int) -> tuple:
+    """(M, N, K) of the op's operands, checked: A bf16 [M, K]; values and scales uint8 in the
+    Hopper layout of an [N, K] weight, contiguous; one device. One-line ValueError otherwise."""
+    def described(t):
+        return f"{t.dtype} {tuple(t.shape)}" + ("" if t.is_contiguous() else " not contiguous")
+    _require("A", a.dtype == torch.bfloat16 and a.dim() == 2 and a.shape[1] == k,
+             f"bf16 [M, {k}]", described(a))
+    units = layout.padded_k(k) // layout.UNIT_K
+    n_tiles = values.shape[0] if values.dim() else 0
+    for name, tensor, tail in (("values", values, (8, 4, 4, 4)), ("scales", scales, (8, 2, 2))):
+        expected = (n_tiles, units) + tail
+        _require(name, tensor.dtype == torch.uint8 and tuple(tensor.shape) == expected
+                 and tensor.is_contiguous(), f"contiguous uint8 {expected} (the Hopper layout "
+                 f"of a weight of K={k})", described(tensor))
+    _require("one device", a.device == values.device == scales.device, "for A, values and scales",
+             f"{a.device}, {values.device}, {scales.device}")
+    return a.shape[0], 16 * n_tiles, k
+
+
+def prepared_signature(a, values, scales, k: int, wide_scales: bool) -> tuple:
+    """All that prepared_problem's checks and the launcher's choice read of the operands."""
+    return call_signature(a, values, scales) + (k, wide_scales)
+
+
+def _checked_launcher(a, values, scales, k: int, wide_scales: bool):
+    """The launcher of a call not seen before, after prepared_problem's full checks."""
+    if not isinstance(a, torch.Tensor):
+        raise TypeError(f"mxfp4_mm.{OP_NAME}: expected A a torch.Tensor, got "
+                        f"{type(a).__name__}")
+    m, n, k = prepared_problem(a, values, scales, k)
+    backend, arch = _checked_backend(a.device)
+    if m == 0:
+        return empty_output(n)
+    key = (OP_NAME, arch, str(a.device), m, n, k, a.stride(), wide_scales)
+    cached_launcher(key, OP_NAME, (m, n, k), a.device, lambda: proven_prepared_launcher(
+        arch, backend, m, n, k, a.stride(), a.device, wide_scales))
+    return checked_signature(prepared_signature(a, values, scales, k, wide_scales), key)
+
+
+def prepared_gemm(a: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, k: int,
+                  wide_scales: bool) -> torch.Tensor:
+    """The op's implementation: A bf16 [M, K], a weight [N, K] in the Hopper layout (values
+    uint8 [N/16, Kp/64, 8, 4, 4, 4], scales uint8 [N/16, Kp/64, 8, 2, 2], K, wide_scales) ->
+    a new bf16 [M, N] = quantize(A) @ dequant(W)^T. A call whose signature passed the checks
+    before takes its launcher from one lookup (launchers.launcher_of_signature)."""
+    try:
+        launcher = launcher_of_signature(prepared_signature(a, values, scales, k, wide_scales))
+    except (AttributeError, KeyError):  # no tensor, a new signature, or its launcher evicted
+        launcher = _checked_launcher(a, values, scales, k, wide_scales)
+    return launcher(a, values, scales)
 
 
 def gemm_prepared(a: torch.Tensor, weight: layout.HopperWeight) -> torch.Tensor:
     """A bf16 [M, K] and a HopperWeight [N, K] -> a new bf16 [M, N] = quantize(A) @ dequant(W)^T."""
-    if a.dtype != torch.bfloat16 or a.dim() != 2 or a.shape[1] != weight.k:
-        raise ValueError(f"mxfp4_mm.gemm_prepared: expected A bf16 [M, {weight.k}], got "
-                         f"{a.dtype} {tuple(a.shape)}")
-    m = a.shape[0]
-    if m == 0:
-        return torch.empty((0, weight.n), dtype=torch.bfloat16, device=a.device)
-    backend = _check_backend(a.device)
-    launcher = _cached_launcher(backend, str(a.device), m, weight.n, weight.k, a.stride(),
-                                weight.wide_scales)
-    return launcher(a, weight)
+    return prepared_gemm(a, weight.values, weight.scales, weight.k, weight.wide_scales)
 
 
 OP_NAME = "gemm_prepared"
 
 
-def _op(a: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, k: int,
-        wide_scales: bool) -> torch.Tensor:
-    return gemm_prepared(a, layout.HopperWeight(values, scales, 16 * values.shape[0], k,
-                                                wide_scales))
+def _output_like(a, values, scales, k, wide_scales):
+    return a.new_empty((a.shape[0], 16 * values.shape[0]), dtype=torch.bfloat16)
 
 
-def _register_op():
-    """torch.ops.mxfp4_mm.gemm_prepared, once per process."""
-    if hasattr(torch.ops.mxfp4_mm, OP_NAME):
-        return
-    op = torch.library.custom_op(f"mxfp4_mm::{OP_NAME}", _op, mutates_args=())
-
-    @op.register_fake
-    def _output_like(a, values, scales, k, wide_scales):
-        return a.new_empty((a.shape[0], 16 * values.shape[0]), dtype=torch.bfloat16)
-
-
-_register_op()
+define_op(OP_NAME, "Tensor a, Tensor values, Tensor scales, int k, bool wide_scales",
+          prepared_gemm, _output_like)

@@ -243,7 +243,17 @@ def test_torch_compile_traces_the_op(hopper_device):
     assert torch.equal(compiled(data[0], weight), run_op(data[0], weight))
 
 
-def test_another_backend_is_refused_in_one_line(monkeypatch):
+@pytest.fixture
+def fresh_cache(monkeypatch):
+    """An empty launcher cache and signature table for one test."""
+    from collections import OrderedDict
+
+    import mxfp4_mm.launchers as launchers
+    monkeypatch.setattr(launchers, "_launchers", OrderedDict())
+    monkeypatch.setattr(launchers, "_checked_signatures", {})
+
+
+def test_another_backend_is_refused_in_one_line(fresh_cache, monkeypatch):
     import mxfp4_mm.launchers as launchers
     monkeypatch.setattr(launchers, "current_target", lambda device: ("hip", "gfx950"))
     codes, scales = random_mxfp4(64, 256, seed=4, high=129)
@@ -251,6 +261,23 @@ def test_another_backend_is_refused_in_one_line(monkeypatch):
     with pytest.raises(ValueError) as error:
         prepared.gemm_prepared(torch.zeros(2, 256, dtype=torch.bfloat16), weight)
     assert "\n" not in str(error.value) and "unswizzle" in str(error.value)
+
+
+@pytest.mark.interpreter
+def test_a_first_call_is_proven_and_a_wrong_launcher_steps_down(fresh_cache, monkeypatch,
+                                                                  capfd):
+    """The prepared launcher is proven when built (launchers.ladder): its first rung's outputs
+    corrupted (MXFP4_MM_FAULT's "wrong"), the proof refuses it and the standard launch serves."""
+    m, n, k = 1, 48, 64
+    data = reference.generate_input(m, n, k, seed=5, device="cpu")
+    weight = prepared.hopper_weight(data[3], data[4])
+    monkeypatch.setenv("MXFP4_MM_FAULT", f"wrong:{m},{n},{k}")
+    out = run_op(data[0], weight)
+    ok, message = reference.check_implementation(data, out)
+    assert ok, message
+    printed = capfd.readouterr().err
+    assert f"{m}x{n}x{k}: prepared failed (ProofFailure: wrong output on proof case 1" in printed
+    assert f"{m}x{n}x{k}: served by prepared, standard launch" in printed
 
 
 # Regression bounds on the main loop's lane-instructions a weight element, by the largest M

@@ -1,7 +1,9 @@
-"""The hot path of a call whose launcher is cached (launchers.mxfp4_gemm): the first call's
-bytes again without the checks or the cache being consulted twice, a new launcher for a new
-stride or device, the per-call checks' one-line refusals once the cache is warm, a captured
-step equal to the eager one (GPU), and tools.bench's stubbed host measurement (interpreter)."""
+"""The hot path of a call whose launcher is cached (launchers.mxfp4_gemm, and the prepared
+path's launchers.prepared.prepared_gemm): the first call's bytes again without the checks or
+the cache being consulted twice, a new launcher for a new stride or device, the per-call
+checks' one-line refusals once the cache is warm, torch.compile tracing the prepared op, a
+captured step equal to the eager one (GPU), and tools.bench's stubbed host measurement
+(interpreter)."""
 
 import importlib.util
 import json
@@ -12,6 +14,7 @@ import pytest
 import torch
 
 from mxfp4_mm import launchers, reference
+from mxfp4_mm.launchers import prepared
 from mxfp4_mm.launchers.linear import MXFP4Linear
 from mxfp4_mm.submission import custom_kernel
 from mxfp4_mm.tools import bench
@@ -65,8 +68,9 @@ def _tensors(device, shape=SMALL, seed=3):
 def _forbid_checks_and_builds(monkeypatch):
     def refuse(*args):
         raise AssertionError("a cached call was checked or built again")
-    monkeypatch.setattr(launchers, "gemm_problem", refuse)
-    monkeypatch.setattr(launchers, "_proven_launcher", refuse)
+    for module, name in ((launchers, "gemm_problem"), (launchers, "proven_launcher"),
+                         (prepared, "prepared_problem"), (prepared, "proven_prepared_launcher")):
+        monkeypatch.setattr(module, name, refuse)
 
 
 @pytest.mark.parametrize("entry", sorted(ENTRIES))
@@ -194,6 +198,143 @@ def test_a_warm_layer_still_refuses_a_bad_input_in_one_line(device, recorded):
 
 
 # ---------------------------------------------------------------------------------------
+# the prepared path (the interpreter serves it on the CPU)
+# ---------------------------------------------------------------------------------------
+
+def _prepared_operands(shape=SMALL, seed=3):
+    """(A, the Hopper weight's values, scales, K, wide_scales), on the CPU."""
+    a, b_shuffle, b_scale_sh = _tensors("cpu", shape, seed)
+    weight = prepared.hopper_weight(b_shuffle, b_scale_sh)
+    return a, weight.values, weight.scales, weight.k, weight.wide_scales
+
+
+@pytest.fixture
+def recorded_prepared(fresh_cache, monkeypatch):
+    """proven_prepared_launcher recording each build and giving a launcher that fills C with
+    the build's number (no kernel runs); prepared_problem counting its calls."""
+    built, checked = [], []
+
+    def proven_prepared_launcher(arch, backend, m, n, k, a_strides, device, wide_scales):
+        built.append((m, n, k, a_strides, str(device), wide_scales))
+        number = len(built)
+        return lambda a, values, scales: torch.full((m, n), number, dtype=torch.bfloat16)
+    prepared_problem = prepared.prepared_problem
+
+    def counted(*operands):
+        checked.append(True)
+        return prepared_problem(*operands)
+    monkeypatch.setattr(prepared, "proven_prepared_launcher", proven_prepared_launcher)
+    monkeypatch.setattr(prepared, "prepared_problem", counted)
+    return built, checked
+
+
+@pytest.mark.interpreter
+def test_the_cached_prepared_call_gives_the_first_calls_bytes(fresh_cache, monkeypatch):
+    data = reference.generate_input(*SMALL, seed=3, device="cpu")
+    a, values, scales, k, wide_scales = _prepared_operands()
+    layer = MXFP4Linear(data[3], data[4])
+    layer.hopper_weight = prepared.hopper_weight(data[3], data[4])
+    first = torch.ops.mxfp4_mm.gemm_prepared(a, values, scales, k, wide_scales)
+    first_layer = layer(a[None])
+    assert launchers.cached_launcher_count() == 1        # the op and the layer share it
+    _forbid_checks_and_builds(monkeypatch)
+    again = torch.ops.mxfp4_mm.gemm_prepared(a.clone(), values, scales, k, wide_scales)
+    assert torch.equal(again.view(torch.int16), first.view(torch.int16))
+    assert torch.equal(layer(a[None]).view(torch.int16), first_layer.view(torch.int16))
+    assert torch.equal(first_layer[0].view(torch.int16), first.view(torch.int16))
+    ok, message = reference.check_implementation(data, again)
+    assert ok, message
+
+
+@pytest.mark.interpreter
+def test_a_new_prepared_stride_takes_a_new_launcher(recorded_prepared):
+    built, checked = recorded_prepared
+    a, values, scales, k, wide_scales = _prepared_operands()
+    m, n, _ = SMALL
+
+    def run(a, wide_scales=wide_scales):
+        return torch.ops.mxfp4_mm.gemm_prepared(a, values, scales, k, wide_scales)[0, 0]
+    assert run(a) == 1
+    assert run(a.clone()) == 1 and len(built) == 1 and len(checked) == 1     # a hit
+    k_major = a.t().contiguous().t()
+    sliced = torch.empty((m, 2 * k), dtype=torch.bfloat16)[:, k:]
+    assert (run(k_major), run(sliced), run(a, not wide_scales)) == (2, 3, 4)
+    assert built == [(m, n, k, (k, 1), "cpu", wide_scales), (m, n, k, (1, m), "cpu", wide_scales),
+                     (m, n, k, (2 * k, 1), "cpu", wide_scales),
+                     (m, n, k, (k, 1), "cpu", not wide_scales)]
+    for tensor in (k_major, sliced, a):
+        run(tensor)
+    assert len(built) == 4 and len(checked) == 4
+    # the GEMM's op beside it: its own launcher and signature
+    launchers.mxfp4_gemm(*_tensors("cpu"))
+    assert launchers.cached_launcher_count() == 5 and len(launchers._checked_signatures) == 5
+
+
+# (what goes wrong, (A, values, scales, K) -> the bad operands, message part)
+BAD_PREPARED_CALLS = [
+    ("A float32", lambda a, v, s, k: (a.float(), v, s, k), "expected A bf16 [M, 256], got "
+                                                            "torch.float32 (4, 256)"),
+    ("A 3-D", lambda a, v, s, k: (a[None], v, s, k), "expected A bf16 [M, 256], got "
+                                                    "torch.bfloat16 (1, 4, 256)"),
+    ("A of another K", lambda a, v, s, k: (a[:, :192], v, s, k), "expected A bf16 [M, 256]"),
+    ("K of another weight", lambda a, v, s, k: (a, v, s, 512), "expected A bf16 [M, 512]"),
+    ("values int8", lambda a, v, s, k: (a, v.view(torch.int8), s, k), "expected values "
+                                                                       "contiguous uint8"),
+    ("values of fewer K units", lambda a, v, s, k: (a, v[:, :2].contiguous(), s, k),
+     "expected values contiguous uint8 (4, 4, 8, 4, 4, 4)"),
+    ("values not contiguous", lambda a, v, s, k: (a, v.transpose(0, 1), s, k),
+     "not contiguous"),
+    ("scales of fewer rows", lambda a, v, s, k: (a, v, s[:2].contiguous(), k),
+     "expected scales contiguous uint8 (4, 4, 8, 2, 2)"),
+]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("what, bad, message", BAD_PREPARED_CALLS,
+                         ids=[case[0] for case in BAD_PREPARED_CALLS])
+def test_a_warm_prepared_cache_still_refuses_each_bad_input_in_one_line(recorded_prepared, what,
+                                                                         bad, message):
+    a, values, scales, k, wide_scales = _prepared_operands()
+    torch.ops.mxfp4_mm.gemm_prepared(a, values, scales, k, wide_scales)        # warm
+    with pytest.raises(ValueError) as refused:
+        torch.ops.mxfp4_mm.gemm_prepared(*bad(a, values, scales, k), wide_scales)
+    text = str(refused.value)
+    assert text.startswith("mxfp4_mm.gemm_prepared: ") and message in text and "\n" not in text
+    assert torch.ops.mxfp4_mm.gemm_prepared(a, values, scales, k, wide_scales).shape == (4, 64)
+    assert len(recorded_prepared[0]) == 1
+
+
+@pytest.mark.interpreter
+def test_prepared_operands_on_two_devices_or_no_tensor_are_refused_in_one_line(
+        recorded_prepared):
+    a, values, scales, k, wide_scales = _prepared_operands()
+    prepared.prepared_gemm(a, values, scales, k, wide_scales)
+    meta = torch.empty(scales.shape, dtype=scales.dtype, device="meta")
+    for operands, error, message in (((a, values, meta), ValueError, "expected one device for "
+                                      "A, values and scales, got cpu, cpu, meta"),
+                                     ((a.tolist(), values, scales), TypeError,
+                                      "expected A a torch.Tensor, got list")):
+        with pytest.raises(error) as refused:
+            prepared.prepared_gemm(*operands, k, wide_scales)
+        assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("m", [2, 5])
+def test_torch_compile_traces_the_prepared_op_and_layer_at_any_m(recorded_prepared, m):
+    torch._dynamo.reset()
+    a, values, scales, k, wide_scales = _prepared_operands()
+    data = reference.generate_input(*SMALL, seed=3, device="cpu")
+    layer = MXFP4Linear(data[3], data[4])
+    layer.hopper_weight = prepared.hopper_weight(data[3], data[4])
+    compiled = torch.compile(lambda x: layer(x) * 2, backend="aot_eager", fullgraph=True,
+                             dynamic=True)
+    x = torch.randn(m, 3, k, dtype=torch.bfloat16)
+    assert torch.equal(compiled(x), layer(x) * 2)
+    assert compiled(x[:1]).shape == (1, 3, 64)
+
+
+# ---------------------------------------------------------------------------------------
 # a captured step (GPU)
 # ---------------------------------------------------------------------------------------
 
@@ -249,9 +390,11 @@ def test_the_stubbed_host_measurement_runs_on_the_cpu_and_leaves_the_cache(tmp_p
     for row in rows:
         us = row["host_us"]
         assert us["F.linear"] is None and us["direct"] is None
-        assert all(us[key] > 0 for key in ("op", "MXFP4Linear", "custom_kernel"))
+        assert all(us[key] > 0 for key in ("op", "MXFP4Linear", "prepared",
+                                           "MXFP4Linear prepared", "custom_kernel"))
     printed = capsys.readouterr().out
     assert "the Python part alone" in printed and "custom_kernel <= op + 2 µs" in printed
+    assert "prep op" in printed and "plyr-lin" in printed
     assert launchers._launchers is cache and launchers._checked_signatures is signatures
 
 

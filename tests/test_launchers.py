@@ -356,6 +356,11 @@ def test_prewarm_builds_each_shape_contiguous_on_the_current_device(recorded_lad
 def test_a_second_registration_of_the_op_keeps_the_first():
     """The bundle imported beside the package (or twice) registers torch.ops.mxfp4_mm.gemm
     once: the op that callers and compiled graphs hold stays the op."""
+    from mxfp4_mm.launchers import prepared
     op = torch.ops.mxfp4_mm.gemm
-    launchers._register_op()
+    for name in ("gemm", "gemm_prepared"):
+        kept = getattr(torch.ops.mxfp4_mm, name).default
+        assert launchers.define_op(name, "Tensor a", lambda a: a, lambda a: a) is kept
     assert torch.ops.mxfp4_mm.gemm is op
+    assert torch.ops.mxfp4_mm.gemm_prepared.default._schema.arguments[3].name == "k"
+    assert prepared.OP_NAME == "gemm_prepared"

@@ -67,13 +67,15 @@ activations quantized by kernels.formats) with the task's element check against 
 target is missed or none is set.
 
 --host-only times the host path alone: µs per call (median, back to back, no synchronization)
-of F.linear on the bf16 weight, torch.ops.mxfp4_mm.gemm, MXFP4Linear, custom_kernel and the
-GEMM's direct launch, side by side, on --shapes (default llama-3-8b's layers at each M of --m,
-default 1, 8, 32, 64, and the benchmark shapes), with the margins the targets bound (the op and
-MXFP4Linear within 5 µs of F.linear, custom_kernel within 2 µs of the op). With
+of F.linear on the bf16 weight, torch.ops.mxfp4_mm.gemm and MXFP4Linear on it, the prepared
+path's op torch.ops.mxfp4_mm.gemm_prepared and MXFP4Linear on it (where the device takes that
+path: NVIDIA sm_90 and up), custom_kernel and the GEMM's direct launch, side by side, on
+--shapes (default llama-3-8b's layers at each M of --m, default 1, 8, 32, 64, and the benchmark
+shapes), with the margins the targets bound (each op and its MXFP4Linear within 5 µs of
+F.linear, custom_kernel within 2 µs of the op). With
 --stub-launches it runs on the CPU under TRITON_INTERPRET=1: launchers built without proof,
 every kernel launch a no-op taken as direct, so the figures are the Python part of a call
-(F.linear and the direct launch are not timed there).
+(F.linear and the direct launch are not timed there; the interpreter serves the prepared path).
 """
 
 import argparse
@@ -512,17 +514,22 @@ def run_prepared_mode(specs, args) -> int:
 HOST_ONLY_SHAPES = ["llama-3-8b", "benchmarks"]
 HOST_ONLY_M = (1, 8, 32, 64)
 STUBBED_HOST_CALLS = 5000
-# (key, column label): F.linear on the bf16 weight, the op, MXFP4Linear, custom_kernel, the
-# GEMM's direct launch alone
+# (key, column label): F.linear on the bf16 weight, the op, MXFP4Linear on it, the prepared
+# path's op and MXFP4Linear on it (launchers.prepared), custom_kernel, the GEMM's direct launch
+# alone
 HOST_ONLY_COLUMNS = (("F.linear", "F.linear"), ("op", "op"), ("MXFP4Linear", "layer"),
+                     ("prepared", "prep op"), ("MXFP4Linear prepared", "prep lay"),
                      ("custom_kernel", "ck"), ("direct", "direct"))
-# the issue's targets: the op and MXFP4Linear within 5 µs of F.linear, custom_kernel within 2
-# µs of the op
+# the targets: each op and MXFP4Linear within 5 µs of F.linear, custom_kernel within 2 µs of
+# the op
 HOST_TARGET_US = {("op", "F.linear"): 5.0, ("MXFP4Linear", "F.linear"): 5.0,
+                  ("prepared", "F.linear"): 5.0, ("MXFP4Linear prepared", "F.linear"): 5.0,
                   ("custom_kernel", "op"): 2.0}
 HOST_ONLY_LEGEND = ("host µs per call, the median over back-to-back calls without "
                     "synchronization: F.linear on the bf16 weight, torch.ops.mxfp4_mm.gemm, "
-                    "MXFP4Linear, submission.custom_kernel, and the GEMM's direct launch alone")
+                    "MXFP4Linear on it, torch.ops.mxfp4_mm.gemm_prepared and MXFP4Linear on it "
+                    "(where the device takes that path), submission.custom_kernel, and the "
+                    "GEMM's direct launch alone")
 STUBBED_LEGEND = ("the Python part alone, on the CPU: launchers built without proof, every "
                   "kernel launch a no-op taken as direct (F.linear and the direct launch, which "
                   "would compute or launch, are not timed); host µs per call, the median over "
@@ -541,18 +548,24 @@ def stubbed_launches():
     from unittest import mock
 
     from mxfp4_mm import launchers
+    from mxfp4_mm.launchers import prepared
     from mxfp4_mm.launchers.bypass import KernelLaunch
     from mxfp4_mm.launchers.configs import config_for
     from mxfp4_mm.launchers.paths import build_launcher
 
     def unproven(arch, backend, m, n, k, a_strides, device):
         return build_launcher(config_for(arch, m, n, k), backend, m, n, k, a_strides, device)
+
+    def unproven_prepared(arch, backend, m, n, k, a_strides, device, wide_scales):
+        return prepared.PreparedLauncher(prepared.prepared_config(m, n, k), backend, m, n, k,
+                                         a_strides, device, wide_scales)
     built = KernelLaunch.__init__
 
     def stubbed(launch, *arguments, **options):
         built(launch, *arguments, **options)
         launch.direct = _no_launch
     with mock.patch.object(launchers, "proven_launcher", unproven), \
+            mock.patch.object(prepared, "proven_prepared_launcher", unproven_prepared), \
             mock.patch.object(launchers, "_launchers", collections.OrderedDict()), \
             mock.patch.object(launchers, "_checked_signatures", {}), \
             mock.patch.object(KernelLaunch, "__init__", stubbed):
@@ -575,8 +588,9 @@ def host_inputs(m, n, k, device):
 
 def host_row(shape, calls, device, stubbed=False) -> dict:
     """One shape's host µs per call of each HOST_ONLY_COLUMNS entry (None where not timed),
-    each entry called once first (the launcher built and cached)."""
-    from mxfp4_mm.launchers import launcher_for
+    each entry called once first (the launcher built and cached). The prepared path's entries
+    are timed where the device takes that path, and stubbed (the interpreter serves it)."""
+    from mxfp4_mm.launchers import launcher_for, prepared
     from mxfp4_mm.launchers.gemm import GemmLauncher
     from mxfp4_mm.launchers.linear import MXFP4Linear
     from mxfp4_mm.submission import custom_kernel
@@ -584,9 +598,17 @@ def host_row(shape, calls, device, stubbed=False) -> dict:
     m, n, k = shape
     a, weight, b_shuffle, b_scale_sh = host_inputs(m, n, k, device)
     layer = MXFP4Linear(b_shuffle, b_scale_sh)
+    layer.hopper_weight = None      # on the op torch.ops.mxfp4_mm.gemm wherever it runs
     data = (a, None, None, b_shuffle, b_scale_sh)
     entries = {"op": lambda: torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh),
                "MXFP4Linear": lambda: layer(a), "custom_kernel": lambda: custom_kernel(data)}
+    if stubbed or prepared.serves(device):
+        hopper = prepared.hopper_weight(b_shuffle, b_scale_sh)
+        prepared_layer = MXFP4Linear(b_shuffle, b_scale_sh)
+        prepared_layer.hopper_weight = hopper
+        entries["prepared"] = lambda: torch.ops.mxfp4_mm.gemm_prepared(
+            a, hopper.values, hopper.scales, hopper.k, hopper.wide_scales)
+        entries["MXFP4Linear prepared"] = lambda: prepared_layer(a)
     synchronize = (lambda: None) if stubbed else torch.cuda.synchronize
     if not stubbed:
         entries["F.linear"] = lambda: torch.nn.functional.linear(a, weight)
@@ -600,8 +622,8 @@ def host_row(shape, calls, device, stubbed=False) -> dict:
 
 
 def host_margins(row) -> dict:
-    """{"op-F.linear", "MXFP4Linear-F.linear", "custom_kernel-op": µs, None where either side
-    was not timed}."""
+    """{"LEFT-RIGHT": µs} of each HOST_TARGET_US pair, None where either side was not
+    timed."""
     us = row["host_us"]
     return {f"{left}-{right}": (us[left] - us[right] if us[left] is not None
                                 and us[right] is not None else None)
@@ -611,6 +633,7 @@ def host_margins(row) -> dict:
 def format_host_table(rows) -> str:
     margins = [f"{left}-{right}" for left, right in HOST_TARGET_US]
     labels = {"op-F.linear": "op-lin", "MXFP4Linear-F.linear": "layer-lin",
+              "prepared-F.linear": "prep-lin", "MXFP4Linear prepared-F.linear": "plyr-lin",
               "custom_kernel-op": "ck-op"}
     lines = [" ".join([f"{'M':>5} {'N':>5} {'K':>5}"] + _headers(HOST_ONLY_COLUMNS, 9)
                       + [f"{labels[key]:>9}" for key in margins])]

@@ -57,7 +57,7 @@ def prepared_row(spec, time_us, empty_kernel_us, bandwidth) -> dict:
         try:
             launcher = PreparedLauncher(config, backend, m, n, k, a.stride(), a.device,
                                         weight.wide_scales)
-            calls[name] = lambda launcher=launcher: launcher(a, weight)
+            calls[name] = lambda launcher=launcher: launcher(a, weight.values, weight.scales)
         except Exception as error:   # reported in the row, the other variants still timed
             row["errors"][name] = " ".join(f"{type(error).__name__}: {error}".split())[:300]
     for name in VARIANTS:
