@@ -39,7 +39,10 @@ def test_a_second_copy_of_the_code_keeps_the_op(device, monkeypatch):
 
     monkeypatch.setattr(torch.library, "Library", second_definition)
     monkeypatch.setattr(torch.library, "custom_op", second_definition)
-    spec = importlib.util.spec_from_file_location("launchers_again", launchers.__file__)
+    # the package's own name, so that its relative imports resolve; never put in sys.modules
+    spec = importlib.util.spec_from_file_location(
+        launchers.__name__, launchers.__file__,
+        submodule_search_locations=list(launchers.__path__))
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
     data = reference.generate_input(*SMALL, seed=4, device=device)
     assert torch.equal(torch.ops.mxfp4_mm.gemm(*_tensors(data)), custom_kernel(data))
