@@ -132,8 +132,8 @@ def _standin_values(words, scale, p: tl.constexpr, WIDE_SCALES: tl.constexpr):
     halves = tl.join(bits & 0xFFFF, bits >> 16).reshape(R, 2 * C).to(tl.int32)
     # A half is its E2M1 value * 2**-126: the code's sign at bit 15, its magnitude at bits 6-8.
     code = ((halves >> 12) & 8) | ((halves >> 6) & 7)
-    # The scale's exponent field is its E8M0 byte s (2**(s - 127); 0 and NaN have field 0 and
-    # 255 too), folded s + 126 (2**(s - 1)).
+    # The scale's bf16 exponent field: with WIDE_SCALES the E8M0 byte s itself (2**(s - 127);
+    # byte 0's denormal and the NaN have fields 0 and 255), folded s + 126 (2**(s - 1)).
     scale_byte = (scale >> 7).to(tl.int32) - (0 if WIDE_SCALES else 126)
     scale_byte = tl.broadcast_to(scale_byte[:, :, None], (R, C, 2)).reshape(R, 2 * C)
     values = mxfp4_bf16_bits(code, scale_byte).to(tl.uint32) << 16
