@@ -41,12 +41,9 @@ E8M0_NAN = tl.constexpr(255)
 
 
 @triton.jit
-def _bf16_bits(codes, scales, BLOCK_ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
-    """codes uint8 [R, BK/2], scales uint8 [R, BK/32] -> the products' bf16 bits, int32 [R, BK]."""
-    low = (codes & 0xF).to(tl.int32)
-    high = (codes >> 4).to(tl.int32)
-    code = tl.join(low, high).reshape(BLOCK_ROWS, BLOCK_K // 32, 32)
-    scale = scales.to(tl.int32).reshape(BLOCK_ROWS, BLOCK_K // 32, 1)
+def mxfp4_bf16_bits(code, scale):
+    """E2M1 codes (int32, 0..15) and their E8M0 scale bytes (int32, shapes that broadcast) ->
+    the bf16 bits of E2M1(code) * 2**(scale - 127), int32."""
     magnitude = code & 7
     e2m1_exponent = magnitude >> 1
     # E2M1 value = 1.m * 2**(exponent - 1), the denormal code 1 being 1.0 * 2**-1.
@@ -57,8 +54,17 @@ def _bf16_bits(codes, scales, BLOCK_ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
     denormal = (2 + mantissa) << tl.minimum(biased + 5, 5)
     bits = tl.where(biased >= 255, BF16_INF_BITS, tl.where(biased >= 1, normal, denormal))
     bits = tl.where(magnitude == 0, 0, bits) | ((code & 8) << 12)
-    bits = tl.where(scale == E8M0_NAN, BF16_NAN_BITS, bits)
-    return bits.reshape(BLOCK_ROWS, BLOCK_K)
+    return tl.where(scale == E8M0_NAN, BF16_NAN_BITS, bits)
+
+
+@triton.jit
+def _bf16_bits(codes, scales, BLOCK_ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+    """codes uint8 [R, BK/2], scales uint8 [R, BK/32] -> the products' bf16 bits, int32 [R, BK]."""
+    low = (codes & 0xF).to(tl.int32)
+    high = (codes >> 4).to(tl.int32)
+    code = tl.join(low, high).reshape(BLOCK_ROWS, BLOCK_K // 32, 32)
+    scale = scales.to(tl.int32).reshape(BLOCK_ROWS, BLOCK_K // 32, 1)
+    return mxfp4_bf16_bits(code, scale).reshape(BLOCK_ROWS, BLOCK_K)
 
 
 @triton.jit

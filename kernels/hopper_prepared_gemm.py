@@ -21,8 +21,9 @@ and one mul.rn.bf16x2 by the pair's folded scale 2**(s - 1) (the 2**126 folded i
 value, exact. A weight with a scale byte above layouts.hopper.FOLDED_SCALE_MAX_BYTE, NaN
 included (WIDE_SCALES), takes the multiply by 2**126 and the scale 2**(s - 127) apart, as the
 byte-wise path does.
-Under the interpreter the same values come from fp32 arithmetic (its tl.dot multiplies bf16
-operands as their raw integers).
+Under the interpreter the same values are built as bits (dequantize.mxfp4_bf16_bits: its fp32
+multiplies and casts would flush the denormals of scale bytes 0 and 1) and given as fp32 (its
+tl.dot multiplies bf16 operands as their raw integers).
 
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). Rows past M or N wrap onto valid rows
 (masked at the store); consecutive programs walk GROUP_M tiles of M first. Split s covers
@@ -37,6 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .dequantize import mxfp4_bf16_bits
 from .hopper_gemm import dequantize_tile
 from .layouts import hopper as layout
 from .quantize import INTERPRETED, quantize_tile_mxfp4
@@ -45,7 +47,6 @@ from .tiles import loaded_a_rows, repeated_rows, tile_coordinates
 
 BLOCK_K = tl.constexpr(layout.K_ALIGN)
 NAN_SCALE = tl.constexpr(layout.NAN_SCALE)
-BF16_BIAS = tl.constexpr(2.0 ** 126)
 # Consecutive programs take up to 8 M tiles of one N tile, so that B's tile is read from L2.
 GROUP_M = tl.constexpr(8)
 PAIR_MASK = tl.constexpr(layout.PAIR_MASK)
@@ -122,15 +123,21 @@ def _pair_standin(words, p: tl.constexpr):
 @triton.jit
 def _standin_values(words, scale, p: tl.constexpr, WIDE_SCALES: tl.constexpr):
     """Pair p of every word ([R, C]) times its scale's bf16 bits (uint32 [R, C]) as fp32
-    [R, 2C] (each word's low half first): the values the asm gives in bf16."""
+    [R, 2C] (each word's low half first): the values the asm gives in bf16, built as bits
+    (dequantize.mxfp4_bf16_bits), since the interpreter's fp32 multiplies and casts flush the
+    denormals of scale bytes 0 and 1."""
     bits = _pair_standin(words, p)
     R: tl.constexpr = words.shape[0]
     C: tl.constexpr = words.shape[1]
-    values = tl.join(bits << 16, bits & 0xFFFF0000).reshape(R, 2 * C).to(tl.float32, bitcast=True)
-    if WIDE_SCALES:
-        values = values * BF16_BIAS
-    scale = tl.broadcast_to((scale << 16)[:, :, None], (R, C, 2)).reshape(R, 2 * C)
-    return (values * scale.to(tl.float32, bitcast=True)).to(tl.bfloat16).to(tl.float32)
+    halves = tl.join(bits & 0xFFFF, bits >> 16).reshape(R, 2 * C).to(tl.int32)
+    # A half is its E2M1 value * 2**-126: the code's sign at bit 15, its magnitude at bits 6-8.
+    code = ((halves >> 12) & 8) | ((halves >> 6) & 7)
+    # The scale's bf16 exponent field: with WIDE_SCALES the E8M0 byte s itself (2**(s - 127);
+    # byte 0's denormal and the NaN have fields 0 and 255), folded s + 126 (2**(s - 1)).
+    scale_byte = (scale >> 7).to(tl.int32) - (0 if WIDE_SCALES else 126)
+    scale_byte = tl.broadcast_to(scale_byte[:, :, None], (R, C, 2)).reshape(R, 2 * C)
+    values = mxfp4_bf16_bits(code, scale_byte).to(tl.uint32) << 16
+    return values.to(tl.float32, bitcast=True)
 
 
 @triton.jit

@@ -11,12 +11,12 @@ a ragged last K tile, strided A, split-K, A quantized in the kernel and once by 
 launches; compiled also at Llama-3-8B's decode shapes), each weight also with scales that take
 the wide conversion; weights whose scales take it (scales above 2, zero and NaN); repeated calls
 bit-identical; torch.compile tracing the op; the tile dequantization, folded and wide, bit for
-bit against formats over every code byte and the edge scale bytes (in the interpreter its fp32
-stand-in, which flushes bf16's denormals). Through the interpreter: the same tiles by the PTX
-in tests/test_hopper_gemm's CPU emulator of its instructions; the layer. The op refuses
-another backend in one line. Cross-compiled for sm_90 with the runner's Triton: every served
-config of Llama-3-8B's decode shapes fits, with no stack, and its main loop costs under the
-bounds below (tools.sm90_loop).
+bit against formats over every code byte and the edge scale bytes, bf16's denormals included
+(in the interpreter its stand-in, which builds the values as bits). Through the interpreter:
+the same tiles by the PTX in tests/test_hopper_gemm's CPU emulator of its instructions; the
+layer. The op refuses another backend in one line. Cross-compiled for sm_90 with the runner's
+Triton: every served config of Llama-3-8B's decode shapes fits, with no stack, and its main
+loop costs under the bounds below (tools.sm90_loop).
 """
 
 import os
@@ -214,14 +214,10 @@ def dequantize_edge_weight_tile(device, wide: bool):
 
 @pytest.mark.parametrize("wide", [False, True])
 def test_a_tile_dequantizes_to_the_formats_values_bit_for_bit(hopper_device, wide):
-    """As `device` runs it. Compiled: the PTX (PAIRS_ASM_*, WIDE_PAIRS_ASM_*), which keeps
-    bf16's denormals (values under scale bytes 0 and 1). In the interpreter: the fp32
-    stand-in, which gives those values as zeros of their sign."""
-    out, expected = dequantize_edge_weight_tile(hopper_device, wide)
-    if interpreting():
-        flushed = torch.zeros_like(expected).copysign(expected)
-        expected = torch.where(expected.abs() < 2.0 ** -126, flushed, expected)
-    assert_same_bits(out, expected)
+    """As `device` runs it, bf16's denormals (values under scale bytes 0 and 1) included.
+    Compiled: the PTX (PAIRS_ASM_*, WIDE_PAIRS_ASM_*). In the interpreter: its stand-in,
+    which builds the values as bits."""
+    assert_same_bits(*dequantize_edge_weight_tile(hopper_device, wide))
 
 
 @pytest.mark.interpreter
