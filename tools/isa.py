@@ -37,11 +37,11 @@ against the target's limit, registers, and spills (sm_90: the cubin's stack byte
 gfx950: VGPR and SGPR spills and scratch), and whether the call fits and spills; the exit code
 is 1 when one does not fit.
 
-With --arch sm_90 and --shapes, per shape the GEMM of the prepared-weight path (the op
-gemm_prepared and MXFP4Linear on sm_90, the Hopper layout) and of custom_kernel's served config
-(aiter's layout), each with its SASS main loop: instructions a K tile, lane-instructions a
-weight element, the opcode mix, registers, stack and shared memory (tools.sm90_loop); with
---asm-dir each GEMM's SASS is written there (the row's "asm").
+With --arch sm_90, --shapes and --asm-dir, per shape the GEMM of the prepared-weight path (the
+op gemm_prepared and MXFP4Linear on sm_90, the Hopper layout) and of custom_kernel's served
+config (aiter's layout), each with its SASS main loop: instructions a K tile, lane-instructions
+a weight element, the opcode mix, registers, stack and shared memory (tools.sm90_loop), each
+GEMM's SASS written to DIR (the row's "asm").
 
 With --arch sm_90 alone, per entry of the sm_90 table: the registers, stack bytes and shared memory
 of the GEMM (tools.fit), the PTX instructions of the GEMM as
@@ -313,7 +313,7 @@ def main(argv=None):
             return run_with_triton(args.triton, ["tools.isa", *argv])
         except SideInstallError as error:
             return usage_error("tools.isa", f"--triton: {error}")
-    if fit_shapes and args.arch == "sm_90":
+    if fit_shapes and args.arch == "sm_90" and args.asm_dir:
         from . import sm90_loop
         rows = sm90_loop.rows(fit_shapes, args.asm_dir)
         print(sm90_loop.format_rows(rows))
