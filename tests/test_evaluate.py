@@ -1127,10 +1127,10 @@ def test_the_plot_draws_each_timed_shape_beside_its_baseline(monkeypatch, tmp_pa
                                           ("leaderboard", "BENCHMARK_SHAPES")])
 def test_without_shapes_a_mode_takes_its_own_set(mode, shapes):
     from types import SimpleNamespace
-    from mxfp4_mm.launchers import configs
+    from mxfp4_mm.launchers import task_shapes
     from mxfp4_mm.tools import evaluate
     specs = evaluate.resolve_specs(SimpleNamespace(shapes_file=None, shapes=None, mode=mode))
-    assert [(s["m"], s["n"], s["k"]) for s in specs] == list(getattr(configs, shapes))
+    assert [(s["m"], s["n"], s["k"]) for s in specs] == list(getattr(task_shapes, shapes))
 
 
 def test_the_plot_is_drawn_off_screen_a_pair_of_bars_per_timed_shape(monkeypatch, tmp_path):
