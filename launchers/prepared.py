@@ -325,6 +325,15 @@ def prepared_signature(a, values, scales, k: int, wide_scales: bool) -> tuple:
     return call_signature(a, values, scales) + (k, wide_scales)
 
 
+def serves_rows(backend: str, m: int) -> bool:
+    """Whether the path serves M rows on `backend`. On a GPU only below A_DEQUANTIZED_MIN_M:
+    there the form with A quantized once and K split gave outputs that failed the reference's
+    check on an H100 (9x128x1024, 8x6144x4096 and 64x4096x14336; docs/results.md), so it runs
+    in the interpreter alone until that is found, and MXFP4Linear takes torch.ops.mxfp4_mm.gemm
+    from that M."""
+    return backend == "interpreter" or m < A_DEQUANTIZED_MIN_M
+
+
 def _checked_launcher(a, values, scales, k: int, wide_scales: bool):
     """The launcher of a call not seen before, after prepared_problem's full checks."""
     if not isinstance(a, torch.Tensor):
@@ -332,6 +341,10 @@ def _checked_launcher(a, values, scales, k: int, wide_scales: bool):
                         f"{type(a).__name__}")
     m, n, k = prepared_problem(a, values, scales, k)
     backend, arch = _checked_backend(a.device)
+    if not serves_rows(backend, m):
+        raise ValueError(f"mxfp4_mm.{OP_NAME}: M={m} on {arch}: the prepared path serves M below "
+                         f"{A_DEQUANTIZED_MIN_M} on a GPU; torch.ops.mxfp4_mm.gemm takes the "
+                         f"weight's b_shuffle and b_scale_sh at any M")
     if m == 0:
         return empty_output(n)
     key = (OP_NAME, arch, str(a.device), m, n, k, a.stride(), wide_scales)

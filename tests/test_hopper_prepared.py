@@ -139,6 +139,10 @@ def test_the_op_matches_the_reference_and_repeats_its_bits(hopper_device, m, n, 
         wide[:, 1::2] = a
         a = wide[:, 1::2]
     weight = prepared.hopper_weight(data[3], data[4])
+    if not interpreting() and m >= prepared.A_DEQUANTIZED_MIN_M:    # prepared.serves_rows
+        with pytest.raises(ValueError, match=f"^mxfp4_mm.gemm_prepared: M={m} on sm_"):
+            run_op(a, weight)
+        return
     out = run_op(a, weight)
     ok, message = reference.check_implementation(data, out)
     assert ok, message
@@ -249,13 +253,13 @@ def fresh_cache(monkeypatch):
     monkeypatch.setattr(launchers, "_checked_signatures", {})
 
 
-def test_another_backend_is_refused_in_one_line(fresh_cache, monkeypatch):
+def test_another_backend_is_refused_in_one_line(fresh_cache, monkeypatch, device):
     import mxfp4_mm.launchers as launchers
     monkeypatch.setattr(launchers, "current_target", lambda device: ("hip", "gfx950"))
     codes, scales = random_mxfp4(64, 256, seed=4, high=129)
-    weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    weight = prepared.hopper_weight_from_mxfp4(codes.to(device), scales.to(device))
     with pytest.raises(ValueError) as error:
-        prepared.gemm_prepared(torch.zeros(2, 256, dtype=torch.bfloat16), weight)
+        prepared.gemm_prepared(torch.zeros(2, 256, dtype=torch.bfloat16, device=device), weight)
     assert "\n" not in str(error.value) and "unswizzle" in str(error.value)
 
 
@@ -354,3 +358,5 @@ def test_the_layer_takes_the_prepared_path_through_to_and_state_dict(monkeypatch
     assert plain.hopper_weight is None
     ok, message = reference.compare(plain(x), y)
     assert ok, message
+    rows = torch.randn(prepared.A_DEQUANTIZED_MIN_M, 320, dtype=torch.bfloat16)
+    assert torch.equal(layer(rows), plain(rows))     # from that M the op gemm: serves_rows
