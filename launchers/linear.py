@@ -11,8 +11,8 @@ The weight lives in two buffers, b_shuffle uint8 [N, K/2] and b_scale_sh uint8
 them and state_dict saves them, loadable on any backend. On NVIDIA sm_90 and up the layer also
 holds the weight in the Hopper layout (hopper_weight, made by its constructors, .to() and
 load_state_dict; not saved) and its forward is torch.ops.mxfp4_mm.gemm_prepared
-(launchers.prepared) for the rows that path serves on a GPU (prepared.serves_rows), the op
-torch.ops.mxfp4_mm.gemm from there. The bias (bf16) is added to the bf16 product, rounding once
+(launchers.prepared) up to the M that path serves on its chip (prepared.max_rows), the op
+torch.ops.mxfp4_mm.gemm above. The bias (bf16) is added to the bf16 product, rounding once
 more. The input is quantized to MXFP4 on every call, as the op does.
 
 The AMD Quark loader, load_quark and quark_to_mxfp4, lives in launchers.quark; both names
@@ -57,6 +57,7 @@ class MXFP4Linear(torch.nn.Module):
     def _prepare(self):
         """The weight in the Hopper layout where the device takes that path (launchers.prepared)."""
         self.hopper_weight = prepared.layer_weight(self.b_shuffle, self.b_scale_sh)
+        self.prepared_max_m = prepared.max_rows(self.b_shuffle.device)
 
     def _apply(self, fn, recurse=True):
         module = super()._apply(fn, recurse)
@@ -96,7 +97,8 @@ class MXFP4Linear(torch.nn.Module):
         buffers = self._buffers     # read directly: nn.Module.__getattr__ costs 0.5 µs a name
         a = x if x.dim() == 2 else x.reshape(-1, self.in_features)
         hopper = self.hopper_weight
-        if hopper is not None and a.shape[0] < prepared.A_DEQUANTIZED_MIN_M:   # serves_rows on a GPU
+        limit = self.prepared_max_m     # None beside a Hopper weight: the interpreter's, any M
+        if hopper is not None and (limit is None or a.shape[0] <= limit):
             y = _GEMM_PREPARED(a, hopper.values, hopper.scales, hopper.k, hopper.wide_scales)
         else:
             y = _GEMM(a, buffers["b_shuffle"], buffers["b_scale_sh"])

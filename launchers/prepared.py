@@ -33,7 +33,7 @@ launches, launchers.dequant), then the GEMM loads them as they are.
 """
 
 import itertools
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import torch
 import triton
@@ -54,7 +54,7 @@ from .inputs import CPU_HOWTO, KERNELS_NEED_A_GPU
 from .ladder import Rung, proven_launcher
 from .launcher import Launcher
 from .proof import SPLIT_K_REPEATS
-from .targets import SM90
+from .targets import SM90, target_facts
 
 A_DEQUANTIZED_MIN_M = 8
 # Split K until the grid has this many programs (two per SM of sm_90): at M = 1 the weight's
@@ -266,14 +266,20 @@ def hopper_weight_from_mxfp4(codes: torch.Tensor, scales: torch.Tensor) -> layou
     return layout.swizzle(codes.view(torch.uint8), scales.view(torch.uint8))
 
 
-def serves(device) -> bool:
-    """Whether MXFP4Linear on `device` takes this path: a CUDA device of sm_90 and up."""
+def max_rows(device) -> Optional[int]:
+    """Up to which M MXFP4Linear on `device` takes this path (its chip's prepared_max_m,
+    launchers.targets); None where it does not: not a CUDA device, or one without wgmma."""
     device = torch.device(device)
     if device.type != "cuda":
-        return False
+        return None
     from . import current_target
     backend, arch = current_target(device)
-    return backend == "cuda" and int(arch.removeprefix("sm_")) >= 90
+    return target_facts(arch).prepared_max_m if backend == "cuda" else None
+
+
+def serves(device) -> bool:
+    """Whether MXFP4Linear on `device` takes this path at all (max_rows)."""
+    return max_rows(device) is not None
 
 
 def layer_weight(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor):
@@ -325,13 +331,11 @@ def prepared_signature(a, values, scales, k: int, wide_scales: bool) -> tuple:
     return call_signature(a, values, scales) + (k, wide_scales)
 
 
-def serves_rows(backend: str, m: int) -> bool:
-    """Whether the path serves M rows on `backend`. On a GPU only below A_DEQUANTIZED_MIN_M:
-    there the form with A quantized once and K split gave outputs that failed the reference's
-    check on an H100 (9x128x1024, 8x6144x4096 and 64x4096x14336; docs/results.md), so it runs
-    in the interpreter alone until that is found, and MXFP4Linear takes torch.ops.mxfp4_mm.gemm
-    from that M."""
-    return backend == "interpreter" or m < A_DEQUANTIZED_MIN_M
+def serves_rows(arch: str, m: int) -> bool:
+    """Whether the op serves M rows on `arch`: up to its prepared_max_m (launchers.targets)
+    on a GPU, any M in the interpreter."""
+    limit = target_facts(arch).prepared_max_m
+    return arch == "interpreter" or (limit is not None and m <= limit)
 
 
 def _checked_launcher(a, values, scales, k: int, wide_scales: bool):
@@ -341,10 +345,10 @@ def _checked_launcher(a, values, scales, k: int, wide_scales: bool):
                         f"{type(a).__name__}")
     m, n, k = prepared_problem(a, values, scales, k)
     backend, arch = _checked_backend(a.device)
-    if not serves_rows(backend, m):
-        raise ValueError(f"mxfp4_mm.{OP_NAME}: M={m} on {arch}: the prepared path serves M below "
-                         f"{A_DEQUANTIZED_MIN_M} on a GPU; torch.ops.mxfp4_mm.gemm takes the "
-                         f"weight's b_shuffle and b_scale_sh at any M")
+    if not serves_rows(arch, m):
+        raise ValueError(f"mxfp4_mm.{OP_NAME}: M={m} on {arch}: the prepared path serves M up to "
+                         f"{target_facts(arch).prepared_max_m} there; torch.ops.mxfp4_mm.gemm "
+                         f"takes the weight's b_shuffle and b_scale_sh at any M")
     if m == 0:
         return empty_output(n)
     key = (OP_NAME, arch, str(a.device), m, n, k, a.stride(), wide_scales)

@@ -46,6 +46,9 @@ class Target:
     quantize_once_from_m: Optional[int] = None
     hopper_max_m: Optional[int] = None
     aiter_candidate_from_m: Optional[int] = None
+    # Up to this M the prepared Hopper path (launchers.prepared, the layout MXFP4Linear makes
+    # once) serves the chip's GPU; None: the chip has no such path (wgmma needs sm_90).
+    prepared_max_m: Optional[int] = None
 
     @property
     def first_quantizer(self) -> str:
@@ -68,7 +71,10 @@ SM90 = Target(
     vendor_gemm_from_m=256,
     # On an H100 the hopper path measured faster than sm90_preshuffle's configs on each
     # Llama-3-8B decode shape at M = 1, 8, 32 and 64 (docs/results.md).
-    hopper_max_m=64)
+    hopper_max_m=64,
+    # Measured on an H100 (docs/results.md): from M = 8, where A is quantized once and K split,
+    # its outputs failed the reference's check at 9x128x1024, 8x6144x4096 and 64x4096x14336.
+    prepared_max_m=7)
 INTERPRETER = Target("interpreter", "amd", "gfx950", entries_of="gfx950")
 TARGETS = {target.arch: target for target in (GFX950, SM90, INTERPRETER)}
 
@@ -79,9 +85,10 @@ def target_facts(arch: str) -> Target:
         return TARGETS[arch]
     match = _NVIDIA_ARCH.fullmatch(arch)
     if match:
-        fp4_mma = int(match.group(1)) >= FP4_MMA_FROM_SM
+        sm = int(match.group(1))
         return Target(arch, "nvidia", "sm_90",
-                      vendor_gemm_from_m=None if fp4_mma else SM90.vendor_gemm_from_m)
+                      vendor_gemm_from_m=None if sm >= FP4_MMA_FROM_SM else SM90.vendor_gemm_from_m,
+                      prepared_max_m=SM90.prepared_max_m if sm >= 90 else None)
     return Target(arch, "amd", "gfx950")
 
 

@@ -32,7 +32,7 @@ import triton.language as tl
 from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats, hopper_prepared_gemm
 from mxfp4_mm.kernels.layouts import hopper as layout
-from mxfp4_mm.launchers import interpreting, prepared
+from mxfp4_mm.launchers import current_target, interpreting, prepared
 from mxfp4_mm.launchers.proof import reference_output
 from test_hopper_gemm import (EDGE_SCALE_BYTES, _emulated_inline_asm, as_fp32, assert_same_bits,
                               edge_scales)
@@ -139,7 +139,7 @@ def test_the_op_matches_the_reference_and_repeats_its_bits(hopper_device, m, n, 
         wide[:, 1::2] = a
         a = wide[:, 1::2]
     weight = prepared.hopper_weight(data[3], data[4])
-    if not interpreting() and m >= prepared.A_DEQUANTIZED_MIN_M:    # prepared.serves_rows
+    if not prepared.serves_rows(current_target(hopper_device)[1], m):
         with pytest.raises(ValueError, match=f"^mxfp4_mm.gemm_prepared: M={m} on sm_"):
             run_op(a, weight)
         return
@@ -335,7 +335,7 @@ def test_the_layer_takes_the_prepared_path_through_to_and_state_dict(monkeypatch
     sm_90): prepared by the constructor, .to() and load_state_dict, its state_dict only the
     portable buffers, its output the reference's."""
     from mxfp4_mm.launchers.linear import MXFP4Linear
-    monkeypatch.setattr(prepared, "serves", lambda device: True)
+    monkeypatch.setattr(prepared, "max_rows", lambda device: 7)     # sm_90's prepared_max_m
     torch.manual_seed(0)
     linear = torch.nn.Linear(320, 48, bias=True).to(torch.bfloat16)
     layer = MXFP4Linear.from_linear(linear)
@@ -353,10 +353,10 @@ def test_the_layer_takes_the_prepared_path_through_to_and_state_dict(monkeypatch
     other.load_state_dict(layer.state_dict())
     assert torch.equal(other.hopper_weight.values, layer.hopper_weight.values)
     assert torch.equal(other(x), y)
-    monkeypatch.setattr(prepared, "serves", lambda device: False)
+    monkeypatch.setattr(prepared, "max_rows", lambda device: None)
     plain = MXFP4Linear.from_linear(linear)
     assert plain.hopper_weight is None
     ok, message = reference.compare(plain(x), y)
     assert ok, message
-    rows = torch.randn(prepared.A_DEQUANTIZED_MIN_M, 320, dtype=torch.bfloat16)
-    assert torch.equal(layer(rows), plain(rows))     # from that M the op gemm: serves_rows
+    rows = torch.randn(8, 320, dtype=torch.bfloat16)
+    assert torch.equal(layer(rows), plain(rows))     # above max_rows the op gemm

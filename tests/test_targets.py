@@ -47,3 +47,10 @@ def test_each_backend_states_its_launch_facts():
             cuda.quant_fast_path) == (32, "acq_rel", False, True, False)
     assert backend_facts("interpreter") == backend_facts("other") == GENERIC_BACKEND
     assert GENERIC_BACKEND.quant_fast_path and GENERIC_BACKEND.repeats_loaded_codes
+
+
+@pytest.mark.parametrize("arch, limit", [("sm_90", 7), ("sm_100", 7), ("sm_120", 7),
+                                         ("sm_89", None), ("sm_80", None), ("gfx950", None),
+                                         ("interpreter", None)])
+def test_the_prepared_path_serves_nvidia_from_sm90_up_to_its_measured_m(arch, limit):
+    assert target_facts(arch).prepared_max_m == limit
