@@ -295,7 +295,8 @@ def _checked_backend(device) -> tuple:
         raise RuntimeError(f"mxfp4_mm.{OP_NAME}: A is a CPU tensor, but the kernels were "
                            f"compiled for a GPU; {CPU_HOWTO}")
     backend, arch = current_target(device)
-    if backend == "cuda" and int(arch.removeprefix("sm_")) >= 90 or backend == "interpreter":
+    if backend == "interpreter" or (backend == "cuda"
+                                    and target_facts(arch).prepared_max_m is not None):
         return backend, arch
     raise ValueError(f"mxfp4_mm.{OP_NAME}: a weight in the Hopper layout runs on NVIDIA "
                      f"sm_90 and up, not on {backend} {arch}; convert it with "

@@ -38,16 +38,21 @@ _RES_USAGE = re.compile(r"REG:(\d+) STACK:(\d+)")
 _compiled = {}
 
 
-def cubin_resources(cubin: bytes) -> dict:
-    """{"registers", "stack_bytes"} a thread of a cubin's kernel (`cuobjdump -res-usage`)."""
+def cuobjdump(cubin: bytes, option: str) -> str:
+    """What the cuobjdump of Triton's wheel prints for a cubin with `option` ("-res-usage",
+    "-sass")."""
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
                         "cuobjdump")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
         file.write(cubin)
         file.flush()
-        text = subprocess.run([tool, "-res-usage", file.name], capture_output=True, text=True,
+        return subprocess.run([tool, option, file.name], capture_output=True, text=True,
                               check=True).stdout
-    registers, stack = _RES_USAGE.search(text).groups()
+
+
+def cubin_resources(cubin: bytes) -> dict:
+    """{"registers", "stack_bytes"} a thread of a cubin's kernel (`cuobjdump -res-usage`)."""
+    registers, stack = _RES_USAGE.search(cuobjdump(cubin, "-res-usage")).groups()
     return dict(registers=int(registers), stack_bytes=int(stack))
 
 

@@ -12,8 +12,6 @@ compiles the GEMM launch of each (shape, path) and writes its SASS to asm_dir.
 
 import os
 import re
-import subprocess
-import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -23,23 +21,13 @@ from mxfp4_mm.launchers.configs import config_lookup
 from mxfp4_mm.launchers.paths import path_launch_specs
 from mxfp4_mm.launchers.prepared import prepared_config, prepared_launch_specs
 from mxfp4_mm.launchers import targets
-from .fit import cubin_resources
+from .fit import cubin_resources, cuobjdump
 from .gfx950.cross_compile import SM90, compile_for
 
 _INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T\d]+\s+)?([A-Z][A-Z0-9_.]*)([^;]*);")
 _BRANCH_TARGET = re.compile(r"0x([0-9a-f]+)")
 LAYOUTS = {"prepared": "hopper (kernels.layouts.hopper)",
            "custom_kernel": "aiter preshuffle (B_shuffle, B_scale_sh)"}
-
-
-def cuobjdump_sass(cubin: bytes) -> str:
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin",
-                        "cuobjdump")
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
-        file.write(cubin)
-        file.flush()
-        return subprocess.run([tool, "-sass", file.name], capture_output=True, text=True,
-                              check=True).stdout
 
 
 def main_loop(sass: str) -> list:
@@ -79,7 +67,7 @@ def loop_row(path: str, shape, asm_dir=None) -> dict:
     if spec is None:
         return dict(row, loop_sass_per_k_tile=None, note="no Triton GEMM on this path")
     compiled = compile_for(spec.kernel, spec.sample_args, spec.options, SM90)
-    sass = cuobjdump_sass(compiled.asm["cubin"])
+    sass = cuobjdump(compiled.asm["cubin"], "-sass")
     if asm_dir is not None:
         label = re.sub(r"[^\w.-]+", "_", fields["label"])
         name = f"{path}_{'x'.join(map(str, shape))}_{label}.sass"
