@@ -30,7 +30,7 @@ import triton
 import triton.language as tl
 
 from mxfp4_mm import reference
-from mxfp4_mm.kernels import formats, hopper_prepared_gemm
+from mxfp4_mm.kernels import formats, hopper_gemm, hopper_prepared_gemm
 from mxfp4_mm.kernels.layouts import hopper as layout
 from mxfp4_mm.launchers import current_target, interpreting, prepared
 from mxfp4_mm.launchers.proof import reference_output
@@ -108,12 +108,30 @@ def test_the_rule():
     assert prepared.prepared_config(33, 64, 256).block_m == 64
 
 
-CASES = [   # m, n, k, strided A
-    (3, 64, 320, False),       # K = 5 * 64: a ragged K tile, split K
+@pytest.mark.parametrize("m, n, k, splits, size", [
+    (1, 4096, 512, 1, 512),       # two K tiles: a split of one would follow
+    (1, 4096, 768, 1, 768),       # three
+    (1, 4096, 1024, 2, 512),      # four: two splits of two
+    (2, 64, 1088, 2, 768),        # five (K padded to 1280): the last split two tiles of three
+    (1, 2048, 2048, 4, 512),      # eight: four splits of two
+])
+def test_a_split_keeps_two_k_tiles_where_the_grid_would_take_more(m, n, k, splits, size):
+    """Shapes whose grid stays under MIN_PROGRAMS and whose splits stay under MAX_SPLIT_K: K
+    splits as far as a split keeps two K tiles, no further."""
+    config = prepared.prepared_config(m, n, k)
+    assert config.splits_for(k) == (splits, size)
+    tiles = formats.cdiv(m, config.block_m) * formats.cdiv(n, config.block_n)
+    assert 2 * splits * tiles < prepared.MIN_PROGRAMS and 2 * splits <= prepared.MAX_SPLIT_K
+
+
+CASES = [   # m, n, k, strided A; K split as prepared_config splits it
+    (3, 64, 320, False),       # K = 5 * 64: a ragged K tile, one split (two tiles)
     (1, 48, 64, False),        # one row, K < one tile, N not a multiple of BLOCK_N
-    (5, 128, 1024, True),      # strided A, split K
-    (9, 128, 1024, False),     # A quantized once (M >= 8), split K
-    (20, 80, 576, True),       # A once, two splits, the second ragged
+    (5, 128, 1024, True),      # strided A, two splits of two K tiles
+    (9, 128, 1024, False),     # A quantized once (M >= 8), two splits
+    (20, 80, 576, True),       # A once, one split of three K tiles, the last ragged
+    (2, 64, 1088, False),      # two splits, the last two K tiles of the first's three, its
+                               # second ragged (K = 17 * 64)
     (70, 64, 256, False),      # two M tiles of 64
 ]
 # Llama-3-8B's decode shapes: compiled only (model-sized, too slow to interpret).
@@ -233,6 +251,49 @@ def test_the_emulated_ptx_dequantizes_a_tile_to_the_formats_values_bit_for_bit(w
     monkeypatch.setattr(interpreter.InterpreterBuilder, "create_inline_asm",
                         _emulated_inline_asm)
     assert_same_bits(*dequantize_edge_weight_tile("cpu", wide))
+
+
+@pytest.fixture
+def emulated_ptx(monkeypatch):
+    """The interpreter taking the GPU's branches of the Hopper kernels (hopper_gemm's and this
+    path's): their PTX run by tests/test_hopper_gemm's CPU emulator, and tl.dot reading bf16
+    operands as bf16, as wgmma does (the interpreter holds bf16 as 16-bit integers, which its
+    dot would multiply as integers)."""
+    import numpy as np
+    from triton.runtime import interpreter
+    builder = interpreter.InterpreterBuilder
+    dot = builder.create_dot
+
+    def as_fp32(handle):
+        if handle.dtype.scalar != tl.bfloat16:
+            return handle
+        widened = (handle.data.astype(np.uint32) << 16).view(np.float32)
+        return interpreter.TensorHandle(widened, tl.float32)
+
+    monkeypatch.setattr(hopper_prepared_gemm, "INTERPRETED", tl.constexpr(False))
+    monkeypatch.setattr(hopper_gemm, "INTERPRETED", tl.constexpr(False))
+    monkeypatch.setattr(builder, "create_inline_asm", _emulated_inline_asm)
+    monkeypatch.setattr(builder, "create_dot",
+                        lambda self, a, b, *rest: dot(self, as_fp32(a), as_fp32(b), *rest))
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("m", [3, prepared.A_DEQUANTIZED_MIN_M])
+def test_the_op_gives_a_weight_with_wide_scales_the_wide_conversion(fresh_cache, emulated_ptx,
+                                                                    m):
+    """Through the op, with the PTX emulated (the interpreter's stand-in reads either
+    conversion's scales alike): a scale byte above FOLDED_SCALE_MAX_BYTE, whose folded
+    multiplier bf16 cannot hold, comes out as the reference reads it. A quantized by each
+    program, and once by its own launches."""
+    n, k = 64, 256
+    a = reference.generate_input(m, n, k, seed=7, device="cpu")[0]
+    codes, scales = random_mxfp4(n, k, seed=7, high=1)
+    scales = scales + 120
+    scales[1, 1] = layout.FOLDED_SCALE_MAX_BYTE + 3
+    weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    assert weight.wide_scales
+    ok, message = reference.compare(run_op(a, weight), reference_output(a, codes, scales))
+    assert ok, message
 
 
 def test_torch_compile_traces_the_op(hopper_device):
