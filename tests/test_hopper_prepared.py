@@ -4,7 +4,9 @@ the GEMM that reads it (kernels.hopper_prepared_gemm) and its op and launcher
 
 On the CPU: the layout's swizzle and unswizzle are inverses bit for bit, on every byte, from
 plain MXFP4 and from the runner's aiter layouts; its word encoding decodes by the kernel's
-masks and shifts. On `device` (the interpreter on a CPU, compiled on an NVIDIA GPU of sm_90 and
+masks and shifts. The rule (prepared_config): its tiles by M, and K split until the grid is
+large enough, MAX_SPLIT_K, or a split would hold fewer than two K tiles, each limit where it is
+the one that stops the split. On `device` (the interpreter on a CPU, compiled on an NVIDIA GPU of sm_90 and
 up, where the PTX conversion runs that the interpreter replaces; skipped on any other GPU): the
 op against the reference at odd shapes (M not a multiple of any tile, K a multiple of 64 only,
 a ragged last K tile, strided A, split-K, A quantized in the kernel and once by its own
@@ -13,8 +15,10 @@ the wide conversion; weights whose scales take it (scales above 2, zero and NaN)
 bit-identical; torch.compile tracing the op; the tile dequantization, folded and wide, bit for
 bit against formats over every code byte and the edge scale bytes, bf16's denormals included
 (in the interpreter its stand-in, which builds the values as bits). Through the interpreter:
-the same tiles by the PTX in tests/test_hopper_gemm's CPU emulator of its instructions; the
-layer. The op refuses another backend in one line. Cross-compiled for sm_90 with the runner's
+the same tiles by the PTX in tests/test_hopper_gemm's CPU emulator of its instructions, and
+the op by that PTX on a weight whose scales take the wide conversion (the launch given
+WIDE_SCALES); the layer. The op refuses another backend in one line, and on sm_90 serves M up to
+the chip's record (Target.prepared_max_m), refusing one row more in one line. Cross-compiled for sm_90 with the runner's
 Triton: every served config of Llama-3-8B's decode shapes fits, with no stack, and its main
 loop costs under the bounds below (tools.sm90_loop).
 """
@@ -34,6 +38,7 @@ from mxfp4_mm.kernels import formats, hopper_gemm, hopper_prepared_gemm
 from mxfp4_mm.kernels.layouts import hopper as layout
 from mxfp4_mm.launchers import current_target, interpreting, prepared
 from mxfp4_mm.launchers.proof import reference_output
+from mxfp4_mm.launchers.targets import SM90, target_facts
 from test_hopper_gemm import (EDGE_SCALE_BYTES, _emulated_inline_asm, as_fp32, assert_same_bits,
                               edge_scales)
 from test_hopper_gemm import hopper_device  # noqa: F401  (a fixture)
@@ -157,7 +162,8 @@ def test_the_op_matches_the_reference_and_repeats_its_bits(hopper_device, m, n, 
         wide[:, 1::2] = a
         a = wide[:, 1::2]
     weight = prepared.hopper_weight(data[3], data[4])
-    if not prepared.serves_rows(current_target(hopper_device)[1], m):
+    limit = target_facts(current_target(hopper_device)[1]).prepared_max_m
+    if limit is not None and m > limit:     # a GPU; the interpreter has no limit
         with pytest.raises(ValueError, match=f"^mxfp4_mm.gemm_prepared: M={m} on sm_"):
             run_op(a, weight)
         return
@@ -322,6 +328,32 @@ def test_another_backend_is_refused_in_one_line(fresh_cache, monkeypatch, device
     with pytest.raises(ValueError) as error:
         prepared.gemm_prepared(torch.zeros(2, 256, dtype=torch.bfloat16, device=device), weight)
     assert "\n" not in str(error.value) and "unswizzle" in str(error.value)
+
+
+def test_on_sm90_the_op_serves_m_up_to_the_chips_prepared_max_m(fresh_cache, monkeypatch,
+                                                                 device):
+    """The reach the chip's record gives (Target.prepared_max_m), at its boundary, through the
+    op on a faked sm_90 with the launcher's build faked: M = prepared_max_m is served, one row
+    more refused in one line before anything is built."""
+    import mxfp4_mm.launchers as launchers
+    limit = SM90.prepared_max_m
+    monkeypatch.setattr(launchers, "current_target", lambda device: ("cuda", "sm_90"))
+    built = []
+
+    def build(arch, backend, m, n, k, a_strides, device, wide_scales):
+        built.append(m)
+        return lambda a, values, scales: torch.ones(m, n, dtype=torch.bfloat16, device=a.device)
+    monkeypatch.setattr(prepared, "proven_prepared_launcher", build)
+    codes, scales = random_mxfp4(64, 256, seed=4, high=129)
+    weight = prepared.hopper_weight_from_mxfp4(codes.to(device), scales.to(device))
+    rows = torch.zeros(limit + 1, 256, dtype=torch.bfloat16, device=device)
+    assert torch.equal(run_op(rows[:limit], weight), torch.ones(limit, 64, dtype=torch.bfloat16,
+                                                                 device=device))
+    assert built == [limit]
+    with pytest.raises(ValueError, match=rf"^mxfp4_mm.gemm_prepared: M={limit + 1} on sm_90: "
+                                         rf"the prepared path serves M up to {limit} there;"):
+        run_op(rows, weight)
+    assert built == [limit]
 
 
 @pytest.mark.interpreter
