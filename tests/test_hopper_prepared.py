@@ -135,8 +135,7 @@ CASES = [   # m, n, k, strided A; K split as prepared_config splits it
     (5, 128, 1024, True),      # strided A, two splits of two K tiles
     (9, 128, 1024, False),     # A quantized once (M >= 8), two splits
     (20, 80, 576, True),       # A once, one split of three K tiles, the last ragged
-    (2, 64, 1088, False),      # two splits, the last two K tiles of the first's three, its
-                               # second ragged (K = 17 * 64)
+    (2, 64, 1088, False),      # two splits, of three K tiles and of two, the last ragged
     (70, 64, 256, False),      # two M tiles of 64
 ]
 # Llama-3-8B's decode shapes: compiled only (model-sized, too slow to interpret).
