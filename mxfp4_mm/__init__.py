@@ -4,9 +4,13 @@ folders and files of the checkout's root, the folder above this one (`__path__` 
 package's modules are). Installed, by a wheel or editable, mxfp4_mm is the same names as a
 namespace package (pyproject.toml) without this file, and the only top-level name installed.
 
-The root's folders are also found under their own names wherever the root is on sys.path (its
-tools, its tests, a script run there). The project never imports them so; `kernels` steps
-aside (`step_aside`) for another distribution of that name.
+Wherever the root is on sys.path (its tools, its tests, a script run there), its folders and
+files are also found under their own names, but not all of them import so: `tools` does
+(`python -m tools.NAME`; a tool imports the rest of the root through mxfp4_mm), and so do the
+root's files (`submission`, `reference`, `task`: the runner imports `submission` and `task` by
+those names); `launchers` does not (its modules import `..kernels`, above a top-level package);
+`kernels` steps aside (`step_aside`) for another distribution of that name, and is the folder
+where there is none.
 """
 
 import importlib

@@ -2,7 +2,10 @@
 the exit without a GPU; the progress line of a shape another path serves (no unfused variant);
 --vendor-gemm: its threshold from its rows, a row proving, checking and timing both paths and
 bf16, its fused column where the lookup serves dequant; --model: its arguments, the bf16 twin
-(each layer's bias, or none) and the named Llamas."""
+(each layer's bias, or none) and the named Llamas; --host-only: its table's margins (each entry
+less its reference) and medians, the targets' counts at their bounds, the M of --m, and the
+prepared path's entries timed only at the M it serves (elsewhere marked not served, out of the
+medians and targets)."""
 
 import importlib.util
 import math
@@ -340,3 +343,117 @@ def test_a_vendor_gemm_row_proves_checks_and_times_both_paths_and_bf16(device):
     assert row["errors"] == {} and row["fused_config"] == heuristic_config(arch, 5, 64, 192).label
     assert (row["fused_us"], row["dequant_us"], row["bf16_us"]) == (1.0, 2.0, 3.0)
     assert [tuple(out.shape) for out in timed] == [(5, 64)] * 3
+
+
+# -------------------------------------------------------------------------------- --host-only
+
+HOST_MARGIN_LABELS = ["op-lin", "layer-lin", "prep-lin", "plyr-lin", "ck-op"]
+
+
+def host_fake(m, us, not_served=(), n=64, k=256):
+    """A --host-only row: µs of the entries in `us`, the others not timed."""
+    return {"m": m, "n": n, "k": k, "host_us": {key: us.get(key) for key, _ in
+                                               bench.HOST_ONLY_COLUMNS},
+            "not_served": list(not_served)}
+
+
+def host_table_rows(table: str) -> list:
+    """Each line of a --host-only table after its header as {column label: cell}, each cell
+    ending where its label ends (the columns are right-aligned)."""
+    header, *lines = table.splitlines()
+    labels = ["M", "N", "K"] + [label for _, label in bench.HOST_ONLY_COLUMNS] + HOST_MARGIN_LABELS
+    ends = []
+    for label in labels:
+        ends.append(header.index(label, ends[-1] if ends else 0) + len(label))
+    return [{label: line[start:end].strip() for label, start, end in zip(labels, [0] + ends, ends)}
+            for line in lines]
+
+
+def test_the_host_table_gives_each_margin_as_the_entry_less_its_reference():
+    row = host_fake(1, {"F.linear": 2.0, "op": 7.5, "MXFP4Linear": 8.0, "prepared": 3.0,
+                        "MXFP4Linear prepared": 4.25, "custom_kernel": 9.0})
+    cells = host_table_rows(bench.format_host_table([row]))[0]
+    assert (cells["M"], cells["op"], cells["prep lay"], cells["direct"]) == ("1", "7.50", "4.25",
+                                                                             "-")
+    assert [cells[label] for label in HOST_MARGIN_LABELS] == ["5.50", "6.00", "1.00", "2.25",
+                                                              "1.50"]
+
+
+def test_the_host_tables_median_is_each_entrys_over_the_rows():
+    rows = [host_fake(m, {"op": op, "custom_kernel": 1.0}) for m, op in ((1, 1.0), (8, 10.0),
+                                                                         (32, 2.0))]
+    median = host_table_rows(bench.format_host_table(rows))[3]
+    assert (median["op"], median["ck"], median["layer"]) == ("2.00", "1.00", "-")
+
+
+def test_the_targets_line_counts_the_shapes_within_each_bound_its_bound_included():
+    """op - F.linear 4, 5 and 6 µs against 5; custom_kernel - op -1, 3 and 2 against 2; the
+    targets not timed on every shape left out."""
+    rows = [host_fake(1, {"F.linear": 1.0, "op": 5.0, "custom_kernel": 4.0}),
+            host_fake(8, {"F.linear": 1.0, "op": 6.0, "custom_kernel": 9.0}),
+            host_fake(32, {"F.linear": 2.0, "op": 8.0, "custom_kernel": 10.0, "prepared": 1.0})]
+    assert bench.host_targets_text(rows) == ("targets: op <= F.linear + 5 µs on 2 of 3 shapes; "
+                                             "custom_kernel <= op + 2 µs on 2 of 3 shapes")
+
+
+def test_an_entry_not_served_at_an_m_is_marked_and_left_out_of_medians_and_targets():
+    prepared = list(bench.PREPARED_ENTRIES)
+    rows = [host_fake(1, {"F.linear": 1.0, "prepared": 3.0, "MXFP4Linear prepared": 7.0}),
+            host_fake(8, {"F.linear": 2.0}, not_served=prepared),
+            host_fake(32, {"F.linear": 3.0}, not_served=prepared)]
+    table = bench.format_host_table(rows)
+    first, second, _, median, legend = host_table_rows(table)
+    assert (first["prep op"], first["prep-lin"], first["plyr-lin"]) == ("3.00", "2.00", "6.00")
+    assert [second[label] for label in ("prep op", "prep lay", "prep-lin", "plyr-lin")] == \
+        [bench.NOT_SERVED] * 4
+    assert (second["op"], second["op-lin"]) == ("-", "-")       # not timed
+    assert (median["prep op"], median["F.linear"]) == ("3.00", "2.00")
+    assert table.splitlines()[-1] == bench.NOT_SERVED_LEGEND
+    assert bench.host_targets_text(rows) == (
+        "targets: prepared <= F.linear + 5 µs on 1 of 1 shapes served (of 3); "
+        "MXFP4Linear prepared <= F.linear + 5 µs on 0 of 1 shapes served (of 3)")
+    assert bench.NOT_SERVED_LEGEND not in bench.format_host_table(rows[:1])
+
+
+def test_host_only_takes_each_model_shape_at_each_m_of_its_m_option(monkeypatch, capsys):
+    """The table's rows are the shapes of --shapes at --m (host_row faked: no launcher runs)."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")     # what --stub-launches asks for
+    timed = []
+
+    def host_row(shape, calls, device, stubbed=False):
+        timed.append((tuple(shape), calls))
+        return host_fake(shape[0], {"op": 1.0}, n=shape[1], k=shape[2])
+    monkeypatch.setattr(bench, "host_row", host_row)
+    assert bench.main(["--host-only", "--stub-launches", "--shapes", "64,256", "--m", "3,5",
+                       "--host-calls", "7"]) == 0
+    assert timed == [((3, 64, 256), 7), ((5, 64, 256), 7)]
+    printed = capsys.readouterr().out
+    table = printed[printed.index("    M     N     K"):printed.index("\ntargets:")]
+    assert [(row["M"], row["N"], row["K"]) for row in host_table_rows(table)[:2]] == [
+        ("3", "64", "256"), ("5", "64", "256")]
+
+
+@pytest.mark.interpreter
+def test_host_only_times_the_prepared_path_only_at_the_m_it_serves(monkeypatch, tmp_path,
+                                                                     capsys):
+    """The prepared path's reach faked to sm_90's (its record's prepared_max_m; the op then
+    refuses one row more, as on that GPU): at that M its entries are timed, one row more they
+    are marked not served, and the run goes on."""
+    import json
+
+    from mxfp4_mm.launchers import prepared
+    from mxfp4_mm.launchers.targets import SM90
+    limit = SM90.prepared_max_m
+    monkeypatch.setattr(prepared, "serves_rows", lambda arch, m: m <= limit)
+    out = tmp_path / "host.json"
+    assert bench.main(["--host-only", "--stub-launches", "--shapes", "64,256", "--m",
+                       f"{limit},{limit + 1}", "--host-calls", "5", "--json", str(out)]) == 0
+    served, beyond = json.loads(out.read_text())["rows"]
+    assert served["not_served"] == [] and served["host_us"]["prepared"] > 0
+    assert served["host_us"]["MXFP4Linear prepared"] > 0
+    assert beyond["not_served"] == list(bench.PREPARED_ENTRIES)
+    assert beyond["host_us"]["prepared"] is None is beyond["host_us"]["MXFP4Linear prepared"]
+    assert beyond["host_us"]["op"] > 0
+    printed = capsys.readouterr().out
+    table = printed[printed.index("    M     N     K"):printed.index("\ntargets:")]
+    assert host_table_rows(table)[1]["prep op"] == bench.NOT_SERVED

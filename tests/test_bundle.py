@@ -310,11 +310,13 @@ def test_relative_imports_are_followed_as_those_through_mxfp4_mm(tmp_path):
 
 
 def _two_forms(relative: bool) -> dict:
-    """One small tree, its package's imports relative or through mxfp4_mm."""
+    """One small tree, its imports (submission.py's too) relative or through mxfp4_mm."""
     def form(relative_text, absolute_text):
         return relative_text if relative else absolute_text
     return {
-        "submission.py": "from mxfp4_mm.launchers import run\nfrom mxfp4_mm.task import input_t\n"
+        "submission.py": form("from .launchers import run\nfrom .task import input_t\n",
+                              "from mxfp4_mm.launchers import run\nfrom mxfp4_mm.task import "
+                              "input_t\n") +
                          "\n\ndef custom_kernel(data: input_t):\n    return run(data)\n",
         "launchers/__init__.py":
             form("from . import helper\nfrom ..kernels import fmt\nfrom ..kernels.fmt import SCALE\n",
@@ -341,6 +343,10 @@ def test_a_relative_import_above_the_root_is_refused_naming_file_and_line(tmp_pa
     write_tree(tmp_path, {"submission.py": "from mxfp4_mm.launchers.fake_b import f\n",
                           "launchers/fake_b.py": "import os\nfrom ...elsewhere import f\n"})
     with pytest.raises(BundleError, match=r"fake_b.py \(module launchers.fake_b\) line 2: a "
+                                          r"relative import above the project's root"):
+        bundle_module.module_order(tmp_path)
+    write_tree(tmp_path, {"submission.py": "from .launchers.fake_b import f\nfrom .. import g\n"})
+    with pytest.raises(BundleError, match=r"submission.py \(module submission\) line 2: a "
                                           r"relative import above the project's root"):
         bundle_module.module_order(tmp_path)
 

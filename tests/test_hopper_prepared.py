@@ -4,7 +4,9 @@ the GEMM that reads it (kernels.hopper_prepared_gemm) and its op and launcher
 
 On the CPU: the layout's swizzle and unswizzle are inverses bit for bit, on every byte, from
 plain MXFP4 and from the runner's aiter layouts; its word encoding decodes by the kernel's
-masks and shifts. On `device` (the interpreter on a CPU, compiled on an NVIDIA GPU of sm_90 and
+masks and shifts. The rule (prepared_config): its tiles by M, and K split until the grid is
+large enough, MAX_SPLIT_K, or a split would hold fewer than two K tiles, each limit where it is
+the one that stops the split. On `device` (the interpreter on a CPU, compiled on an NVIDIA GPU of sm_90 and
 up, where the PTX conversion runs that the interpreter replaces; skipped on any other GPU): the
 op against the reference at odd shapes (M not a multiple of any tile, K a multiple of 64 only,
 a ragged last K tile, strided A, split-K, A quantized in the kernel and once by its own
@@ -13,8 +15,10 @@ the wide conversion; weights whose scales take it (scales above 2, zero and NaN)
 bit-identical; torch.compile tracing the op; the tile dequantization, folded and wide, bit for
 bit against formats over every code byte and the edge scale bytes, bf16's denormals included
 (in the interpreter its stand-in, which builds the values as bits). Through the interpreter:
-the same tiles by the PTX in tests/test_hopper_gemm's CPU emulator of its instructions; the
-layer. The op refuses another backend in one line. Cross-compiled for sm_90 with the runner's
+the same tiles by the PTX in tests/test_hopper_gemm's CPU emulator of its instructions, and
+the op by that PTX on a weight whose scales take the wide conversion (the launch given
+WIDE_SCALES); the layer. The op refuses another backend in one line, and on sm_90 serves M up to
+the chip's record (Target.prepared_max_m), refusing one row more in one line. Cross-compiled for sm_90 with the runner's
 Triton: every served config of Llama-3-8B's decode shapes fits, with no stack, and its main
 loop costs under the bounds below (tools.sm90_loop).
 """
@@ -30,10 +34,11 @@ import triton
 import triton.language as tl
 
 from mxfp4_mm import reference
-from mxfp4_mm.kernels import formats, hopper_prepared_gemm
+from mxfp4_mm.kernels import formats, hopper_gemm, hopper_prepared_gemm
 from mxfp4_mm.kernels.layouts import hopper as layout
 from mxfp4_mm.launchers import current_target, interpreting, prepared
 from mxfp4_mm.launchers.proof import reference_output
+from mxfp4_mm.launchers.targets import SM90, target_facts
 from test_hopper_gemm import (EDGE_SCALE_BYTES, _emulated_inline_asm, as_fp32, assert_same_bits,
                               edge_scales)
 from test_hopper_gemm import hopper_device  # noqa: F401  (a fixture)
@@ -108,12 +113,29 @@ def test_the_rule():
     assert prepared.prepared_config(33, 64, 256).block_m == 64
 
 
-CASES = [   # m, n, k, strided A
-    (3, 64, 320, False),       # K = 5 * 64: a ragged K tile, split K
+@pytest.mark.parametrize("m, n, k, splits, size", [
+    (1, 4096, 512, 1, 512),       # two K tiles: a split of one would follow
+    (1, 4096, 768, 1, 768),       # three
+    (1, 4096, 1024, 2, 512),      # four: two splits of two
+    (2, 64, 1088, 2, 768),        # five (K padded to 1280): the last split two tiles of three
+    (1, 2048, 2048, 4, 512),      # eight: four splits of two
+])
+def test_a_split_keeps_two_k_tiles_where_the_grid_would_take_more(m, n, k, splits, size):
+    """Shapes whose grid stays under MIN_PROGRAMS and whose splits stay under MAX_SPLIT_K: K
+    splits as far as a split keeps two K tiles, no further."""
+    config = prepared.prepared_config(m, n, k)
+    assert config.splits_for(k) == (splits, size)
+    tiles = formats.cdiv(m, config.block_m) * formats.cdiv(n, config.block_n)
+    assert 2 * splits * tiles < prepared.MIN_PROGRAMS and 2 * splits <= prepared.MAX_SPLIT_K
+
+
+CASES = [   # m, n, k, strided A; K split as prepared_config splits it
+    (3, 64, 320, False),       # K = 5 * 64: a ragged K tile, one split (two tiles)
     (1, 48, 64, False),        # one row, K < one tile, N not a multiple of BLOCK_N
-    (5, 128, 1024, True),      # strided A, split K
-    (9, 128, 1024, False),     # A quantized once (M >= 8), split K
-    (20, 80, 576, True),       # A once, two splits, the second ragged
+    (5, 128, 1024, True),      # strided A, two splits of two K tiles
+    (9, 128, 1024, False),     # A quantized once (M >= 8), two splits
+    (20, 80, 576, True),       # A once, one split of three K tiles, the last ragged
+    (2, 64, 1088, False),      # two splits, of three K tiles and of two, the last ragged
     (70, 64, 256, False),      # two M tiles of 64
 ]
 # Llama-3-8B's decode shapes: compiled only (model-sized, too slow to interpret).
@@ -139,7 +161,8 @@ def test_the_op_matches_the_reference_and_repeats_its_bits(hopper_device, m, n, 
         wide[:, 1::2] = a
         a = wide[:, 1::2]
     weight = prepared.hopper_weight(data[3], data[4])
-    if not prepared.serves_rows(current_target(hopper_device)[1], m):
+    limit = target_facts(current_target(hopper_device)[1]).prepared_max_m
+    if limit is not None and m > limit:     # a GPU; the interpreter has no limit
         with pytest.raises(ValueError, match=f"^mxfp4_mm.gemm_prepared: M={m} on sm_"):
             run_op(a, weight)
         return
@@ -235,6 +258,49 @@ def test_the_emulated_ptx_dequantizes_a_tile_to_the_formats_values_bit_for_bit(w
     assert_same_bits(*dequantize_edge_weight_tile("cpu", wide))
 
 
+@pytest.fixture
+def emulated_ptx(monkeypatch):
+    """The interpreter taking the GPU's branches of the Hopper kernels (hopper_gemm's and this
+    path's): their PTX run by tests/test_hopper_gemm's CPU emulator, and tl.dot reading bf16
+    operands as bf16, as wgmma does (the interpreter holds bf16 as 16-bit integers, which its
+    dot would multiply as integers)."""
+    import numpy as np
+    from triton.runtime import interpreter
+    builder = interpreter.InterpreterBuilder
+    dot = builder.create_dot
+
+    def as_fp32(handle):
+        if handle.dtype.scalar != tl.bfloat16:
+            return handle
+        widened = (handle.data.astype(np.uint32) << 16).view(np.float32)
+        return interpreter.TensorHandle(widened, tl.float32)
+
+    monkeypatch.setattr(hopper_prepared_gemm, "INTERPRETED", tl.constexpr(False))
+    monkeypatch.setattr(hopper_gemm, "INTERPRETED", tl.constexpr(False))
+    monkeypatch.setattr(builder, "create_inline_asm", _emulated_inline_asm)
+    monkeypatch.setattr(builder, "create_dot",
+                        lambda self, a, b, *rest: dot(self, as_fp32(a), as_fp32(b), *rest))
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("m", [3, prepared.A_DEQUANTIZED_MIN_M])
+def test_the_op_gives_a_weight_with_wide_scales_the_wide_conversion(fresh_cache, emulated_ptx,
+                                                                    m):
+    """Through the op, with the PTX emulated (the interpreter's stand-in reads either
+    conversion's scales alike): a scale byte above FOLDED_SCALE_MAX_BYTE, whose folded
+    multiplier bf16 cannot hold, comes out as the reference reads it. A quantized by each
+    program, and once by its own launches."""
+    n, k = 64, 256
+    a = reference.generate_input(m, n, k, seed=7, device="cpu")[0]
+    codes, scales = random_mxfp4(n, k, seed=7, high=1)
+    scales = scales + 120
+    scales[1, 1] = layout.FOLDED_SCALE_MAX_BYTE + 3
+    weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    assert weight.wide_scales
+    ok, message = reference.compare(run_op(a, weight), reference_output(a, codes, scales))
+    assert ok, message
+
+
 def test_torch_compile_traces_the_op(hopper_device):
     m, n, k = 3, 64, 256
     data = reference.generate_input(m, n, k, seed=11, device=hopper_device)
@@ -261,6 +327,32 @@ def test_another_backend_is_refused_in_one_line(fresh_cache, monkeypatch, device
     with pytest.raises(ValueError) as error:
         prepared.gemm_prepared(torch.zeros(2, 256, dtype=torch.bfloat16, device=device), weight)
     assert "\n" not in str(error.value) and "unswizzle" in str(error.value)
+
+
+def test_on_sm90_the_op_serves_m_up_to_the_chips_prepared_max_m(fresh_cache, monkeypatch,
+                                                                 device):
+    """The reach the chip's record gives (Target.prepared_max_m), at its boundary, through the
+    op on a faked sm_90 with the launcher's build faked: M = prepared_max_m is served, one row
+    more refused in one line before anything is built."""
+    import mxfp4_mm.launchers as launchers
+    limit = SM90.prepared_max_m
+    monkeypatch.setattr(launchers, "current_target", lambda device: ("cuda", "sm_90"))
+    built = []
+
+    def build(arch, backend, m, n, k, a_strides, device, wide_scales):
+        built.append(m)
+        return lambda a, values, scales: torch.ones(m, n, dtype=torch.bfloat16, device=a.device)
+    monkeypatch.setattr(prepared, "proven_prepared_launcher", build)
+    codes, scales = random_mxfp4(64, 256, seed=4, high=129)
+    weight = prepared.hopper_weight_from_mxfp4(codes.to(device), scales.to(device))
+    rows = torch.zeros(limit + 1, 256, dtype=torch.bfloat16, device=device)
+    assert torch.equal(run_op(rows[:limit], weight), torch.ones(limit, 64, dtype=torch.bfloat16,
+                                                                 device=device))
+    assert built == [limit]
+    with pytest.raises(ValueError, match=rf"^mxfp4_mm.gemm_prepared: M={limit + 1} on sm_90: "
+                                         rf"the prepared path serves M up to {limit} there;"):
+        run_op(rows, weight)
+    assert built == [limit]
 
 
 @pytest.mark.interpreter

@@ -306,6 +306,7 @@ def test_quark_to_mxfp4_swaps_quarks_modules_in_place():
         quark_to_mxfp4(model.float())
 
 
+@pytest.mark.interpreter
 @pytest.mark.skipif(importlib.util.find_spec("quark") is None,
                     reason="amd-quark is not installed (pip install -e '.[quark]')")
 def test_quark_makes_the_committed_fixture_anew_and_it_loads(tmp_path):

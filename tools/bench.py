@@ -68,8 +68,9 @@ target is missed or none is set.
 
 --host-only times the host path alone: µs per call (median, back to back, no synchronization)
 of F.linear on the bf16 weight, torch.ops.mxfp4_mm.gemm and MXFP4Linear on it, the prepared
-path's op torch.ops.mxfp4_mm.gemm_prepared and MXFP4Linear on it (where the device takes that
-path: NVIDIA sm_90 and up), custom_kernel and the GEMM's direct launch, side by side, on
+path's op torch.ops.mxfp4_mm.gemm_prepared and MXFP4Linear on it (at the M that path serves on
+the device: up to its chip's prepared_max_m on NVIDIA sm_90 and up; the table marks the others
+not served), custom_kernel and the GEMM's direct launch, side by side, on
 --shapes (default llama-3-8b's layers at each M of --m, default 1, 8, 32, 64, and the benchmark
 shapes), with the margins the targets bound (each op and its MXFP4Linear within 5 µs of
 F.linear, custom_kernel within 2 µs of the op). With
@@ -520,6 +521,10 @@ STUBBED_HOST_CALLS = 5000
 HOST_ONLY_COLUMNS = (("F.linear", "F.linear"), ("op", "op"), ("MXFP4Linear", "layer"),
                      ("prepared", "prep op"), ("MXFP4Linear prepared", "prep lay"),
                      ("custom_kernel", "ck"), ("direct", "direct"))
+PREPARED_ENTRIES = ("prepared", "MXFP4Linear prepared")
+NOT_SERVED = "—"     # the host table's cell of an entry whose path does not serve the row's M
+NOT_SERVED_LEGEND = (f"{NOT_SERVED}: not served at that M on this device (the prepared path: "
+                     f"launchers.prepared.serves_rows); -: not timed")
 # the targets: each op and MXFP4Linear within 5 µs of F.linear, custom_kernel within 2 µs of
 # the op
 HOST_TARGET_US = {("op", "F.linear"): 5.0, ("MXFP4Linear", "F.linear"): 5.0,
@@ -528,7 +533,7 @@ HOST_TARGET_US = {("op", "F.linear"): 5.0, ("MXFP4Linear", "F.linear"): 5.0,
 HOST_ONLY_LEGEND = ("host µs per call, the median over back-to-back calls without "
                     "synchronization: F.linear on the bf16 weight, torch.ops.mxfp4_mm.gemm, "
                     "MXFP4Linear on it, torch.ops.mxfp4_mm.gemm_prepared and MXFP4Linear on it "
-                    "(where the device takes that path), submission.custom_kernel, and the "
+                    "(where that path serves the M on the device), submission.custom_kernel, and the "
                     "GEMM's direct launch alone")
 STUBBED_LEGEND = ("the Python part alone, on the CPU: launchers built without proof, every "
                   "kernel launch a no-op taken as direct (F.linear and the direct launch, which "
@@ -589,8 +594,9 @@ def host_inputs(m, n, k, device):
 def host_row(shape, calls, device, stubbed=False) -> dict:
     """One shape's host µs per call of each HOST_ONLY_COLUMNS entry (None where not timed),
     each entry called once first (the launcher built and cached). The prepared path's entries
-    are timed where the device takes that path, and stubbed (the interpreter serves it)."""
-    from mxfp4_mm.launchers import launcher_for, prepared
+    are timed where that path serves M rows on the device (prepared.serves_rows: any M in the
+    interpreter, so stubbed), else named in "not_served"."""
+    from mxfp4_mm.launchers import current_target, launcher_for, prepared
     from mxfp4_mm.launchers.gemm import GemmLauncher
     from mxfp4_mm.launchers.linear import MXFP4Linear
     from mxfp4_mm.submission import custom_kernel
@@ -602,7 +608,8 @@ def host_row(shape, calls, device, stubbed=False) -> dict:
     data = (a, None, None, b_shuffle, b_scale_sh)
     entries = {"op": lambda: torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh),
                "MXFP4Linear": lambda: layer(a), "custom_kernel": lambda: custom_kernel(data)}
-    if stubbed or prepared.serves(device):
+    served = prepared.serves_rows(current_target(device)[1], m)
+    if served:
         hopper = prepared.hopper_weight(b_shuffle, b_scale_sh)
         prepared_layer = MXFP4Linear(b_shuffle, b_scale_sh)
         prepared_layer.hopper_weight = hopper
@@ -618,7 +625,8 @@ def host_row(shape, calls, device, stubbed=False) -> dict:
             entries["direct"] = lambda: launcher.gemm.direct(*args)
     us = {key: (host_time_us(entries[key], calls, synchronize) if key in entries else None)
           for key, _ in HOST_ONLY_COLUMNS}
-    return {"m": m, "n": n, "k": k, "host_us": us}
+    return {"m": m, "n": n, "k": k, "host_us": us,
+            "not_served": [] if served else list(PREPARED_ENTRIES)}
 
 
 def host_margins(row) -> dict:
@@ -630,33 +638,53 @@ def host_margins(row) -> dict:
             for left, right in HOST_TARGET_US}
 
 
+def _served(row, *keys) -> bool:
+    return not set(keys) & set(row["not_served"])
+
+
+def _host_cell(value, served: bool, width: int) -> str:
+    return _num(value, width, 2) if served else f"{NOT_SERVED:>{width}}"
+
+
 def format_host_table(rows) -> str:
-    margins = [f"{left}-{right}" for left, right in HOST_TARGET_US]
+    """A line per row, then the median of each entry over the rows that serve it; the legend
+    of NOT_SERVED where a row has it."""
     labels = {"op-F.linear": "op-lin", "MXFP4Linear-F.linear": "layer-lin",
               "prepared-F.linear": "prep-lin", "MXFP4Linear prepared-F.linear": "plyr-lin",
               "custom_kernel-op": "ck-op"}
     lines = [" ".join([f"{'M':>5} {'N':>5} {'K':>5}"] + _headers(HOST_ONLY_COLUMNS, 9)
-                      + [f"{labels[key]:>9}" for key in margins])]
+                      + [f"{labels[f'{left}-{right}']:>9}" for left, right in HOST_TARGET_US])]
     for row in rows:
         found = host_margins(row)
-        lines.append(" ".join([f"{row['m']:>5} {row['n']:>5} {row['k']:>5}"]
-                              + _cells(row["host_us"], HOST_ONLY_COLUMNS, 9, 2)
-                              + [_num(found[key], 9, 2) for key in margins]))
-    medians = {key: statistics.median(row["host_us"][key] for row in rows)
-               if all(row["host_us"][key] is not None for row in rows) else None
-               for key, _ in HOST_ONLY_COLUMNS}
-    lines.append(" ".join([f"{'median':<17}"] + _cells(medians, HOST_ONLY_COLUMNS, 9, 2)))
+        lines.append(" ".join(
+            [f"{row['m']:>5} {row['n']:>5} {row['k']:>5}"]
+            + [_host_cell(row["host_us"][key], _served(row, key), 9)
+               for key, _ in HOST_ONLY_COLUMNS]
+            + [_host_cell(found[f"{left}-{right}"], _served(row, left, right), 9)
+               for left, right in HOST_TARGET_US]))
+    medians = []
+    for key, _ in HOST_ONLY_COLUMNS:
+        timed = [row["host_us"][key] for row in rows if _served(row, key)]
+        medians.append(_host_cell(statistics.median(timed) if timed and None not in timed
+                                  else None, bool(timed), 9))
+    lines.append(" ".join([f"{'median':<17}"] + medians))
+    if any(row["not_served"] for row in rows):
+        lines.append(NOT_SERVED_LEGEND)
     return "\n".join(lines)
 
 
 def host_targets_text(rows) -> str:
-    """Per target, on how many shapes it holds (only the targets timed on every shape)."""
+    """Per target, on how many of the shapes that serve both its entries it holds (only the
+    targets timed on every such shape)."""
     parts = []
     for (left, right), bound in HOST_TARGET_US.items():
-        found = [host_margins(row)[f"{left}-{right}"] for row in rows]
-        if rows and None not in found:
+        found = [host_margins(row)[f"{left}-{right}"] for row in rows
+                 if _served(row, left, right)]
+        if found and None not in found:
             held = sum(margin <= bound for margin in found)
-            parts.append(f"{left} <= {right} + {bound:g} µs on {held} of {len(rows)} shapes")
+            served = "" if len(found) == len(rows) else f" served (of {len(rows)})"
+            parts.append(f"{left} <= {right} + {bound:g} µs on {held} of {len(found)} "
+                         f"shapes{served}")
     return "targets: " + ("; ".join(parts) if parts else "none timed here")
 
 
@@ -677,7 +705,7 @@ def run_host_only(shapes, args) -> list:
 
 
 def _host_progress(row) -> dict:
-    us = ", ".join(f"{label} {_num(row['host_us'][key], 0, 2)}"
+    us = ", ".join(f"{label} {_host_cell(row['host_us'][key], _served(row, key), 0)}"
                    for key, label in HOST_ONLY_COLUMNS)
     print(f"{row['m']}x{row['n']}x{row['k']}: {us} µs", flush=True)
     return row
