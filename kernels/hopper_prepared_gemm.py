@@ -16,9 +16,9 @@ A tile of B, BLOCK_N rows by BLOCK_K (256), is loaded as [R, 32] 16-bit halves, 
 g) = (BLOCK_K/64, BLOCK_N/16, 8): each thread's 16 bytes (4 words of 8 codes) are one load
 and hold its values of wgmma's register fragment (layouts.hopper). Each word becomes four
 bf16x2 pairs in PTX (PAIRS_ASM_0/1, by the word's K group, which picks its scales' half): a
-mask (and a shift, three for the last pair) puts a pair's bits where value * 2**-126 has them,
-and one mul.rn.bf16x2 by the pair's folded scale 2**(s - 1) (the 2**126 folded in) gives the
-value, exact. A weight with a scale byte above layouts.hopper.FOLDED_SCALE_MAX_BYTE, NaN
+rotation and a mask (two of each for the last pair) put a pair's bits where value * 2**-126
+has them, and one mul.rn.bf16x2 by the pair's folded scale 2**(s - 1) (the 2**126 folded in)
+gives the value, exact. A weight with a scale byte above layouts.hopper.FOLDED_SCALE_MAX_BYTE, NaN
 included (WIDE_SCALES), takes the multiply by 2**126 and the scale 2**(s - 127) apart, as the
 byte-wise path does.
 Under the interpreter the same values are built as bits (dequantize.mxfp4_bf16_bits: its fp32
@@ -50,6 +50,8 @@ NAN_SCALE = tl.constexpr(layout.NAN_SCALE)
 # Consecutive programs take up to 8 M tiles of one N tile, so that B's tile is read from L2.
 GROUP_M = tl.constexpr(8)
 PAIR_MASK = tl.constexpr(layout.PAIR_MASK)
+PAIR_ROTATIONS = tl.constexpr(layout.PAIR_ROTATIONS)
+LAST_PAIR_PIECES = tl.constexpr(layout.LAST_PAIR_PIECES)
 BF16_BIAS_PAIR = 0x7E807E80     # 2**126 in both halves
 
 
@@ -58,14 +60,13 @@ def _pairs_asm(wide: bool, group: int) -> str:
     scale, pairs 1 and 3 times row g + 8's: half `group` of $5 and of $7 (each the bf16 scales
     of a row's two K groups; $6 and $8 are their copies, pack=2). Wide multiplies by 2**126
     first."""
-    mask = f"{layout.PAIR_MASK:#x}"
+    def piece(r, mask, out):
+        rotate = [] if r == 0 else [f"shf.l.wrap.b32 {out}, $4, $4, {r};"]
+        return rotate + [f"and.b32 {out}, {'$4' if r == 0 else out}, {mask:#x};"]
+    (r0, mask0), (r1, mask1) = layout.LAST_PAIR_PIECES
+    pairs = [piece(r, layout.PAIR_MASK, "t") for r in layout.PAIR_ROTATIONS]
+    pairs.append(piece(r0, mask0, "t") + piece(r1, mask1, "u") + ["or.b32 t, t, u;"])
     half = ["lo", "hi"][group]
-    pairs = [["and.b32 t, $4, " + mask + ";"],
-             ["shl.b32 t, $4, 3;", "and.b32 t, t, " + mask + ";"],
-             ["shl.b32 t, $4, 6;", "and.b32 t, t, " + mask + ";"],
-             ["shl.b32 t, $4, 1;", "and.b32 t, t, 0x80008000;", "shr.b32 u, $4, 3;",
-              "and.b32 u, u, 0x01800180;", "or.b32 t, t, u;", "shr.b32 u, $4, 7;",
-              "and.b32 u, u, 0x00400040;", "or.b32 t, t, u;"]]
     lines = ["{", ".reg .b32 t, u, bias, s0, s1;", ".reg .b16 lo, hi;",
              f"mov.b32 bias, {BF16_BIAS_PAIR:#x};",
              "mov.b32 {lo, hi}, $5;", f"mov.b32 s0, {{{half}, {half}}};",
@@ -107,17 +108,22 @@ def _scale_pairs(scales, WIDE_SCALES: tl.constexpr):
 
 
 @triton.jit
+def _rotl(words, r: tl.constexpr):
+    """uint32 words rotated left by r."""
+    if r == 0:
+        return words
+    else:
+        return (words << r) | (words >> (32 - r))
+
+
+@triton.jit
 def _pair_standin(words, p: tl.constexpr):
     """Interpreter stand-in of the asm's extraction: pair p's bits (uint32)."""
-    if p == 0:
-        return words & PAIR_MASK
-    elif p == 1:
-        return (words << 3) & PAIR_MASK
-    elif p == 2:
-        return (words << 6) & PAIR_MASK
+    if p == 3:
+        return ((_rotl(words, LAST_PAIR_PIECES[0][0]) & LAST_PAIR_PIECES[0][1])
+                | (_rotl(words, LAST_PAIR_PIECES[1][0]) & LAST_PAIR_PIECES[1][1]))
     else:
-        return (((words << 1) & 0x80008000) | ((words >> 3) & 0x01800180)
-                | ((words >> 7) & 0x00400040))
+        return _rotl(words, PAIR_ROTATIONS[p]) & PAIR_MASK
 
 
 @triton.jit

@@ -275,6 +275,7 @@ _PTX = {
     "mul.lo.u32": lambda a, b: a * b & _U32,
     "shl.b32": lambda a, b: a << min(b, 32) & _U32,        # shifts past 32 clamp to 32
     "shr.b32": lambda a, b: a >> min(b, 32),
+    "shf.l.wrap.b32": lambda a, b, c: ((b << 32 | a) << (c & 31)) >> 32 & _U32,
     "and.b32": lambda a, b: a & b,
     "or.b32": lambda a, b: a | b,
     "mul.rn.bf16x2": _mul_bf16x2,

@@ -4,7 +4,7 @@ the GEMM that reads it (kernels.hopper_prepared_gemm) and its op and launcher
 
 On the CPU: the layout's swizzle and unswizzle are inverses bit for bit, on every byte, from
 plain MXFP4 and from the runner's aiter layouts; its word encoding decodes by the kernel's
-masks and shifts. The rule (prepared_config): its tiles by M, and K split until the grid is
+rotations and masks. The rule (prepared_config): its tiles by M, and K split until the grid is
 large enough, MAX_SPLIT_K, or a split would hold fewer than two K tiles, each limit where it is
 the one that stops the split. On `device` (the interpreter on a CPU, compiled on an NVIDIA GPU of sm_90 and
 up, where the PTX conversion runs that the interpreter replaces; skipped on any other GPU): the
@@ -75,7 +75,7 @@ def test_k_padding_is_zero_codes_under_unit_scales():
     assert weight.scales[:, 5:].eq(layout.PAD_SCALE).all()
 
 
-def test_the_word_encoding_decodes_by_the_kernels_masks_and_shifts():
+def test_the_word_encoding_decodes_by_the_kernels_rotations_and_masks():
     generator = torch.Generator().manual_seed(2)
     codes = torch.randint(0, 16, (4096, 4, 2), generator=generator, dtype=torch.uint8)
     codes[:16, 0, 0] = torch.arange(16)        # every code in every position

@@ -8,10 +8,13 @@ warp holds rows g and g+8 and, per k16 step j, elements 2t, 2t+1, 2t+8, 2t+9 of 
 eight values, four bf16 pairs p = 2*kh + rh (kh: the +8 column half, rh: the +8 row half).
   values  uint8 [N/16, Kp/64, 8 (g), 4 (t), 4 (j), 4 bytes]   Kp = K padded to K_ALIGN
           each (g, t) holds 16 contiguous bytes, one 16-byte load; word j holds step j's
-          eight values, bit-twiddled (encode_words): pair 0 as bf16x2 bits of value *
-          2**-126 (sign at 15, exponent-and-mantissa bits 8..6; the high element at 31,
-          24..22), pair 1 shifted right by 3, pair 2 right by 6, and pair 3 in the four bits
-          per half left over (sign at 14, exponent bits at 11..10, mantissa bit at 13).
+          eight values, bit-twiddled (encode_words) so that a rotation and a mask give each
+          pair as the bf16x2 bits of value * 2**-126 (sign at 15, exponent-and-mantissa bits
+          8..6; the high element at 31, 24..22): pair p = rotl(word, r) & PAIR_MASK with r
+          = 0, 4, 10 for pairs 0, 1, 2 (PAIR_ROTATIONS), and pair 3 from two rotations,
+          (rotl(word, 14) & 0x81808180) | (rotl(word, 6) & 0x00400040) (LAST_PAIR_PIECES:
+          its signs and exponent bits, then its mantissa bits). The five pieces tile the
+          word's 32 bits; no four rotations of PAIR_MASK do.
   scales  uint8 [N/16, Kp/64, 8 (g), 2 (rh), 2 (group)]   the E8M0 byte of row 16w + 8rh + g
           and K group 2 * kc + group: one 4-byte load per lane, one 32-byte line per warp.
 K is padded with zero codes and 1.0 scales (byte 127), so padding adds nothing to a sum.
@@ -33,6 +36,8 @@ PAD_SCALE = 127          # 2**0
 FOLDED_SCALE_MAX_BYTE = 128
 NAN_SCALE = 255
 PAIR_MASK = 0x81C081C0   # where a bf16 pair's signs and exponent-and-mantissa bits go
+PAIR_ROTATIONS = (0, 4, 10)
+LAST_PAIR_PIECES = ((14, 0x81808180), (6, 0x00400040))   # (rotation, mask)
 
 
 class HopperWeight(NamedTuple):
@@ -52,22 +57,30 @@ def _pair_bits(low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
     return half(low) | (half(high) << 16)
 
 
+def _rotl(words: torch.Tensor, r: int) -> torch.Tensor:
+    """32-bit words (int64) rotated left by r."""
+    return ((words << r) | (words >> (32 - r))) & 0xFFFFFFFF
+
+
 def encode_words(codes: torch.Tensor) -> torch.Tensor:
     """[..., 4 (pair), 2 (element)] E2M1 codes -> int64 [...] words (module docstring)."""
     codes = codes.to(torch.int64)
     pairs = [_pair_bits(codes[..., p, 0], codes[..., p, 1]) for p in range(4)]
-    last = pairs[3]
-    return (pairs[0] | (pairs[1] >> 3) | (pairs[2] >> 6) | ((last & 0x80008000) >> 1)
-            | ((last & 0x01800180) << 3) | ((last & 0x00400040) << 7))
+    words = torch.zeros_like(pairs[0])
+    for pair, r in zip(pairs, PAIR_ROTATIONS):
+        words |= _rotl(pair, 32 - r)
+    for r, mask in LAST_PAIR_PIECES:
+        words |= _rotl(pairs[3] & mask, 32 - r)
+    return words
 
 
 def decode_words(words: torch.Tensor) -> torch.Tensor:
-    """Inverse of encode_words: int64 words [...] -> uint8 codes [..., 4, 2]. The pair bits
-    are the kernel's: p0 = w & PAIR_MASK, p1 = (w << 3) & .., p2 = (w << 6) & .., p3 gathered."""
+    """Inverse of encode_words: int64 words [...] -> uint8 codes [..., 4, 2], each pair's bits
+    taken as the kernel takes them."""
     words = words.to(torch.int64)
-    pairs = [words & PAIR_MASK, (words << 3) & PAIR_MASK, (words << 6) & PAIR_MASK,
-             ((words << 1) & 0x80008000) | ((words >> 3) & 0x01800180)
-             | ((words >> 7) & 0x00400040)]
+    pairs = [_rotl(words, r) & PAIR_MASK for r in PAIR_ROTATIONS]
+    (r0, mask0), (r1, mask1) = LAST_PAIR_PIECES
+    pairs.append((_rotl(words, r0) & mask0) | (_rotl(words, r1) & mask1))
 
     def code(bits):
         return ((bits >> 6) & 7) | ((bits >> 12) & 8)
