@@ -7,12 +7,12 @@ Inputs:
                                           (kernels.quantize, bit-exact with the reference), or
                                           with A_DEQUANTIZED already quantized and dequantized
                                           (its MXFP4 values, exact in bf16), loaded as it is
-  b        int16 [N/16, Kp/64, 256]       HopperWeight.values viewed as 16-bit halves
+  b        int32 [N/16, Kp/64, 128]       HopperWeight.values viewed as words
   b_scales int32 [N/16, Kp/64, 8]         HopperWeight.scales, a word a row (Kp: K padded to 256)
 Outputs: c bf16 [M, N]; with SPLIT_K > 1 the fp32 partials and the split-K counters of
 kernels.splitk_reduce.store_output_tile (the protocol of kernels.preshuffle_gemm).
 
-A tile of B, BLOCK_N rows by BLOCK_K (256), is loaded as [R, 32] 16-bit halves, R = (kc, w,
+A tile of B, BLOCK_N rows by BLOCK_K (256), is loaded as [R, 16] 32-bit words, R = (kc, w,
 g) = (BLOCK_K/64, BLOCK_N/16, 8): each thread's 16 bytes (4 words of 8 codes) are one load
 and hold its values of wgmma's register fragment (layouts.hopper). Each word becomes four
 bf16x2 pairs in PTX (PAIRS_ASM_0/1, by the word's K group, which picks its scales' half): a
@@ -147,15 +147,14 @@ def _standin_values(words, scale, p: tl.constexpr, WIDE_SCALES: tl.constexpr):
 
 
 @triton.jit
-def _group_pairs(halves, row_g, row_g8, GROUP: tl.constexpr, WIDE_SCALES: tl.constexpr):
-    """The words of K group GROUP (halves int16 [R, 16], two a word) -> their four pairs, each
-    [R, 16]: bf16 (fp32 under the interpreter)."""
-    R: tl.constexpr = halves.shape[0]
+def _group_pairs(words, row_g, row_g8, GROUP: tl.constexpr, WIDE_SCALES: tl.constexpr):
+    """The words of K group GROUP (int32 [R, 8]) -> their four pairs, each [R, 16]: bf16
+    (fp32 under the interpreter)."""
+    R: tl.constexpr = words.shape[0]
     scale_g = tl.broadcast_to(row_g[:, :, None], (R, 4, 4)).reshape(R, 16)
     scale_g8 = tl.broadcast_to(row_g8[:, :, None], (R, 4, 4)).reshape(R, 16)
     if INTERPRETED:
-        low, high = tl.split(halves.to(tl.uint16).to(tl.uint32).reshape(R, 8, 2))
-        words = low | (high << 16)
+        words = words.to(tl.uint32, bitcast=True)
         sg = (scale_g >> (16 * GROUP)) & 0xFFFF
         sg8 = (scale_g8 >> (16 * GROUP)) & 0xFFFF
         sg, sg8 = sg.reshape(R, 8, 2), sg8.reshape(R, 8, 2)
@@ -170,23 +169,25 @@ def _group_pairs(halves, row_g, row_g8, GROUP: tl.constexpr, WIDE_SCALES: tl.con
             asm: tl.constexpr = WIDE_PAIRS_ASM_1 if GROUP == 1 else WIDE_PAIRS_ASM_0
         else:
             asm: tl.constexpr = PAIRS_ASM_1 if GROUP == 1 else PAIRS_ASM_0
+        # The asm takes a word as two halves (pack=2 gives it bf16x2 outputs).
+        halves = tl.join(words.to(tl.int16), (words >> 16).to(tl.int16)).reshape(R, 16)
         return tl.inline_asm_elementwise(asm, "=r,=r,=r,=r,r,r,r,r,r",
                                          [halves, scale_g, scale_g8], dtype=(tl.bfloat16,) * 4,
                                          is_pure=True, pack=2)
 
 
 @triton.jit
-def dequantize_weight_tile(halves, scales, BLOCK_N: tl.constexpr, WIDE_SCALES: tl.constexpr):
-    """halves int16 [R, 32] (R = (BLOCK_K/64, BLOCK_N/16, 8), layouts.hopper's (kc, w, g);
-    columns (t, group, j % 2, half)), scales uint32 [R, 4] (the row's scale word in each
+def dequantize_weight_tile(words, scales, BLOCK_N: tl.constexpr, WIDE_SCALES: tl.constexpr):
+    """words int32 [R, 16] (R = (BLOCK_K/64, BLOCK_N/16, 8), layouts.hopper's (kc, w, g);
+    columns (t, group, j % 2)), scales uint32 [R, 4] (the row's scale word in each
     column t) -> the bf16 tile [BLOCK_N, BLOCK_K] (fp32 under the interpreter)."""
-    R: tl.constexpr = halves.shape[0]
+    R: tl.constexpr = words.shape[0]
     KC: tl.constexpr = BLOCK_K // 64
     W: tl.constexpr = BLOCK_N // 16
     row_g, row_g8 = _scale_pairs(scales, WIDE_SCALES)
-    group0, group1 = tl.split(halves.reshape(R, 4, 2, 4).permute(0, 1, 3, 2))
-    a0, a1, a2, a3 = _group_pairs(group0.reshape(R, 16), row_g, row_g8, 0, WIDE_SCALES)
-    b0, b1, b2, b3 = _group_pairs(group1.reshape(R, 16), row_g, row_g8, 1, WIDE_SCALES)
+    group0, group1 = tl.split(words.reshape(R, 4, 2, 2).permute(0, 1, 3, 2))
+    a0, a1, a2, a3 = _group_pairs(group0.reshape(R, 8), row_g, row_g8, 0, WIDE_SCALES)
+    b0, b1, b2, b3 = _group_pairs(group1.reshape(R, 8), row_g, row_g8, 1, WIDE_SCALES)
     values = tl.join(tl.join(tl.join(a0, b0), tl.join(a1, b1)),
                      tl.join(tl.join(a2, b2), tl.join(a3, b3)))   # [R, 16, grp, rh, kh]
     values = values.reshape(KC, W, 8, 4, 2, 2, 2, 2, 2)        # kc w g t jl e grp rh kh
@@ -215,7 +216,7 @@ def hopper_prepared_gemm_kernel(
     r = tl.arange(0, R)
     unit_w = (pid_n * W + (r // 8) % W) % (N // 16)
     unit = unit_w * K_UNITS + r // (8 * W)        # the (w, kc) unit of each loaded row
-    b_ptrs = b_ptr + (unit * 256 + (r % 8) * 32)[:, None] + tl.arange(0, 32)[None, :]
+    b_ptrs = b_ptr + (unit * 128 + (r % 8) * 16)[:, None] + tl.arange(0, 16)[None, :]
     # The row's scale word in each column t (the 4 lanes that hold the row). (r * 9) % 8 is
     # r % 8 written so that Triton's axis analysis sees no contiguous rows: else a lane loads
     # four rows' words at once, and more of them move through shared memory to the lanes that
@@ -224,7 +225,7 @@ def hopper_prepared_gemm_kernel(
 
     k_start = pid_k * SPLIT_K_SIZE
     a_ptrs = a_ptr + rows_a[:, None] * stride_am + (k_start + cols_a)[None, :] * stride_ak
-    b_ptrs += (k_start // 64) * 256
+    b_ptrs += (k_start // 64) * 128
     bs_ptrs += (k_start // 64) * 8
     k_tiles = tl.minimum(SPLIT_K_SIZE, K_UNITS * 64 - k_start) // BLOCK_K
 
@@ -238,14 +239,14 @@ def hopper_prepared_gemm_kernel(
             # itself again): its latency hides behind a tile's work, with no shared memory.
             b, bs = b_next, bs_next
             step = (k_iter + 1 < k_tiles).to(tl.int32)
-            b_ptrs += step * (KC * 256)
+            b_ptrs += step * (KC * 128)
             bs_ptrs += step * (KC * 8)
             b_next = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
             bs_next = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
         else:
             b = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
             bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
-            b_ptrs += KC * 256
+            b_ptrs += KC * 128
             bs_ptrs += KC * 8
         if EVEN_K:
             a = tl.load(a_ptrs)
@@ -272,7 +273,7 @@ def hopper_prepared_gemm_kernel(
 def weight_arguments(weight):
     """HopperWeight -> the kernel's (b, b_scales) views."""
     n16, units = weight.values.shape[:2]
-    return (weight.values.view(n16, units, 512).view(torch.int16),
+    return (weight.values.view(n16, units, 512).view(torch.int32),
             weight.scales.view(n16, units, 32).view(torch.int32))
 
 

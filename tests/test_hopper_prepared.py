@@ -213,10 +213,10 @@ def _dequantize_weight_tile_kernel(b_ptr, b_scales_ptr, out_ptr, BLOCK_N: tl.con
     W: tl.constexpr = BLOCK_N // 16
     r = tl.arange(0, KC * W * 8)
     unit = ((r // 8) % W) * KC + r // (8 * W)
-    halves = tl.load(b_ptr + (unit * 256 + (r % 8) * 32)[:, None] + tl.arange(0, 32)[None, :])
+    words = tl.load(b_ptr + (unit * 128 + (r % 8) * 16)[:, None] + tl.arange(0, 16)[None, :])
     scales = tl.load(b_scales_ptr + (unit * 8 + r % 8)[:, None] + 0 * tl.arange(0, 4)[None, :])
     values = hopper_prepared_gemm.dequantize_weight_tile(
-        halves, scales.to(tl.uint32, bitcast=True), BLOCK_N, WIDE_SCALES)
+        words, scales.to(tl.uint32, bitcast=True), BLOCK_N, WIDE_SCALES)
     tl.store(out_ptr + tl.arange(0, BLOCK_N)[:, None] * BLOCK_K
              + tl.arange(0, BLOCK_K)[None, :], as_fp32(values))
 
