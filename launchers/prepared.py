@@ -65,8 +65,8 @@ MIN_PROGRAMS = 2 * SM90.processors
 MAX_SPLIT_K = 8
 # BLOCK_N is 16 rows a warp, 8 warps (two warpgroups of wgmma's 64 rows): a program's fixed
 # work (A's quantization or loads and its stores into shared memory, the scale words' move)
-# spreads over twice the weight of 4 warps (at M = 1: 3.07 against 3.38 SASS a weight
-# element, tools.isa --arch sm_90 --shapes).
+# spreads over twice the weight of 4 warps (at M = 1: 3.07 against 3.38 lane-instructions a
+# weight element in the main loop, tools.isa --arch sm_90 --shapes).
 ROWS_PER_WARP = 16
 WARPS = 8
 
