@@ -18,9 +18,9 @@ and hold its values of wgmma's register fragment (layouts.hopper). Each word bec
 bf16x2 pairs in PTX (PAIRS_ASM_0/1, by the word's K group, which picks its scales' half): a
 rotation and a mask (two of each for the last pair) put a pair's bits where value * 2**-126
 has them, and one mul.rn.bf16x2 by the pair's folded scale 2**(s - 1) (the 2**126 folded in)
-gives the value, exact. A weight with a scale byte above layouts.hopper.FOLDED_SCALE_MAX_BYTE, NaN
-included (WIDE_SCALES), takes the multiply by 2**126 and the scale 2**(s - 127) apart, as the
-byte-wise path does.
+gives the value, exact. A weight with a scale byte above
+layouts.hopper.FOLDED_SCALE_MAX_BYTE, NaN included (WIDE_SCALES), takes the multiply by
+2**126 and the scale 2**(s - 127) apart, as the byte-wise path does.
 Under the interpreter the same values are built as bits (dequantize.mxfp4_bf16_bits: its fp32
 multiplies and casts would flush the denormals of scale bytes 0 and 1) and given as fp32 (its
 tl.dot multiplies bf16 operands as their raw integers).
