@@ -118,6 +118,13 @@ class MXFP4Linear(torch.nn.Module):
         return self._buffers["hopper_values" if self.holds_hopper_layout else "b_shuffle"].device
 
     def _apply(self, fn, recurse=True):
+        # A layer bound for a device without the prepared path converts before it moves, where
+        # its weight is (a copy still in flight, as .to("cpu", non_blocking=True) makes, is
+        # never read); one bound for a device with it converts there, after the move. fn's
+        # destination is where it puts an empty tensor.
+        destination = fn(torch.empty(0, dtype=torch.uint8, device=self._weight_device)).device
+        if not prepared.serves(destination):
+            self.use_hopper_layout(False)
         module = super()._apply(fn, recurse)
         self.use_hopper_layout(prepared.serves(self._weight_device))
         self.prepared_max_m = prepared.max_rows(self._weight_device)

@@ -32,9 +32,10 @@ LIMIT = 7               # the prepared path's M limit while `prepared_path` is o
 @pytest.fixture
 def prepared_path(monkeypatch):
     """A switch (.on) for whether the CPU takes the prepared path: prepared.max_rows answers
-    LIMIT while on, None (no prepared path) while off."""
+    LIMIT for the CPU while on, None (no prepared path) otherwise."""
     switch = SimpleNamespace(on=False)
-    monkeypatch.setattr(prepared, "max_rows", lambda device: LIMIT if switch.on else None)
+    monkeypatch.setattr(prepared, "max_rows", lambda device: LIMIT if switch.on and
+                        torch.device(device).type == "cpu" else None)
     return switch
 
 
@@ -84,6 +85,23 @@ def test_on_a_device_that_takes_the_prepared_path_the_layer_holds_the_hopper_lay
     prepared_path.on = False
     assert not moved.to("cpu").holds_hopper_layout
     assert held_bytes(moved) == portable_bytes(N, K)
+
+
+def test_a_layer_leaving_the_prepared_path_converts_before_it_moves(prepared_path, monkeypatch):
+    """Where its weight is, so that no host code reads a copy still in flight (as
+    .to("cpu", non_blocking=True) from a GPU leaves it); here the CPU, bound for meta."""
+    prepared_path.on = True
+    layer = MXFP4Linear.from_linear(_linear())
+    converted_on = []
+    to_shuffled = layout.to_shuffled
+
+    def recorded(weight):
+        converted_on.append(weight.values.device.type)
+        return to_shuffled(weight)
+    monkeypatch.setattr(layout, "to_shuffled", recorded)
+    layer.to("meta")
+    assert converted_on == ["cpu"]
+    assert not layer.holds_hopper_layout and layer.b_shuffle.is_meta
 
 
 def test_state_dict_saves_the_portable_bytes_in_either_form_and_loads_into_either(prepared_path):
