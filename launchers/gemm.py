@@ -285,8 +285,11 @@ class GemmLauncher(Launcher):
         return self._gemm_arguments(a, weight_view(b_shuffle), scales_view(b_scale_sh), a_scales)
 
     def _gemm_arguments(self, a, b, b_scales, a_scales) -> tuple:
-        out = _output(self.m, self.n, self.device)
-        partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
+        # a.new_empty with the sizes as arguments parses in about half torch.empty's time
+        # with a shape tuple and a device
+        out = a.new_empty(self.m, self.n, dtype=torch.bfloat16)
+        partials = (a.new_empty(self.splits, self.m, self.n, dtype=torch.float32)
+                    if self.splits > 1 else out)
         counters = out
         if self.counter_rows is not None:
             counters = self.counter_rows[next(self._calls) % len(self.counter_rows)]
