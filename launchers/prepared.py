@@ -191,21 +191,21 @@ class PreparedLauncher(Launcher):
         if self.config.a_dequantized:
             codes, a_scales = quantized_outputs(m, k, self.device)
             self._launch("quantize", (a, codes, a_scales), direct)
-            a = torch.empty((m, k), dtype=torch.bfloat16, device=self.device)
+            a = a.new_empty(m, k, dtype=torch.bfloat16)
             self._launch("dequantize_a", (codes, a_scales, a), direct)
-        out = torch.empty((m, n), dtype=torch.bfloat16, device=self.device)
-        partials = (torch.empty((self.splits, m, n), dtype=torch.float32, device=self.device)
-                    if self.splits > 1 else out)
+        # a.new_empty with the sizes as arguments: as launchers.gemm.GemmLauncher's outputs
+        out = a.new_empty(m, n, dtype=torch.bfloat16)
+        partials = a.new_empty(self.splits, m, n, dtype=torch.float32) if self.splits > 1 else out
         counters = out
         if self.counter_rows is not None:
             counters = self.counter_rows[next(self._calls) % len(self.counter_rows)]
-        gemm, constants = self.launches["gemm"], self.constants["gemm"]
-        if direct and gemm.is_direct and aligned(a, values, scales):
-            gemm.direct(a, values, scales, out, partials, counters, *constants)
+        gemm = self.launches["gemm"]
+        if direct and gemm.direct is not None and aligned(a, values, scales):
+            gemm.direct(a, values, scales, out, partials, counters, *self.constants["gemm"])
         else:
             b, b_scales = weight_arguments(layout.HopperWeight(values, scales, n, k,
                                                                self.wide_scales))
-            gemm.standard(a, b, b_scales, out, partials, counters, *constants)
+            gemm.standard(a, b, b_scales, out, partials, counters, *self.constants["gemm"])
         return out
 
 
