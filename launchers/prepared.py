@@ -199,13 +199,13 @@ class PreparedLauncher(Launcher):
         counters = out
         if self.counter_rows is not None:
             counters = self.counter_rows[next(self._calls) % len(self.counter_rows)]
-        gemm = self.launches["gemm"]
-        if direct and gemm.direct is not None and aligned(a, values, scales):
-            gemm.direct(a, values, scales, out, partials, counters, *self.constants["gemm"])
+        gemm, constants = self.launches["gemm"], self.constants["gemm"]
+        if direct and gemm.is_direct and aligned(a, values, scales):
+            gemm.direct(a, values, scales, out, partials, counters, *constants)
         else:
             b, b_scales = weight_arguments(layout.HopperWeight(values, scales, n, k,
                                                                self.wide_scales))
-            gemm.standard(a, b, b_scales, out, partials, counters, *self.constants["gemm"])
+            gemm.standard(a, b, b_scales, out, partials, counters, *constants)
         return out
 
 
