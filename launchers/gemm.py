@@ -264,7 +264,8 @@ class GemmLauncher(Launcher):
         # the ladder's proof repeats its first case, so that a racy sum shows
         self.proof_repeats = SPLIT_K_REPEATS if plan.reduce_in_gemm else 0
         self.counter_rows = counter_rows(config, m, n, plan, device)
-        self._calls = itertools.count()   # next() is atomic: threads never share a row
+        # next() is atomic: threads never share a row
+        self._rows = None if self.counter_rows is None else itertools.cycle(self.counter_rows)
         specs = launch_specs(config, backend, m, n, k, a_strides, device, quantizer,
                              a_prequantized, plan,
                              None if self.counter_rows is None else self.counter_rows[0])
@@ -282,17 +283,20 @@ class GemmLauncher(Launcher):
         """(the GEMM kernel's arguments in signature order, its partials, the new output C);
         an in-kernel reduce counts on the next counter row (C stands in for what the kernel
         does not read, so that every call has the dtypes it was compiled for)."""
-        return self._gemm_arguments(a, weight_view(b_shuffle), scales_view(b_scale_sh), a_scales)
-
-    def _gemm_arguments(self, a, b, b_scales, a_scales) -> tuple:
-        out = _output(self.m, self.n, self.device)
-        partials = _partials(self.m, self.n, self.splits, self.device) if self.splits > 1 else out
-        counters = out
-        if self.counter_rows is not None:
-            counters = self.counter_rows[next(self._calls) % len(self.counter_rows)]
-        gemm_args = ((a, a if a_scales is None else a_scales, b, b_scales, out, partials,
-                      counters) + self._gemm_constants)
+        out, partials, counters = self._outputs(a)
+        gemm_args = ((a, a if a_scales is None else a_scales, weight_view(b_shuffle),
+                      scales_view(b_scale_sh), out, partials, counters) + self._gemm_constants)
         return gemm_args, partials, out
+
+    def _outputs(self, a) -> tuple:
+        """A call's new output C, its partials (C where K is not split) and its counter row
+        (the next one; C where the GEMM does not sum split-K), on A's device."""
+        # a.new_empty with the sizes as arguments parses in about half torch.empty's time
+        # with a shape tuple and a device
+        out = a.new_empty(self.m, self.n, dtype=torch.bfloat16)
+        partials = (a.new_empty(self.splits, self.m, self.n, dtype=torch.float32)
+                    if self.splits > 1 else out)
+        return out, partials, out if self._rows is None else next(self._rows)
 
     def __call__(self, a, b_shuffle, b_scale_sh, a_scales=None, direct=True):
         """direct=False takes the standard launch even where the bypass is available. A direct
@@ -303,14 +307,16 @@ class GemmLauncher(Launcher):
             quantize_args = (a, codes, a_scales) + self._quantize_constants
             (self.quantize if direct and aligned(a) else self.quantize.standard)(*quantize_args)
             a = codes
-        direct = direct and self.gemm.is_direct and aligned(a, b_shuffle, b_scale_sh)
-        if direct:
-            gemm_args, partials, out = self._gemm_arguments(a, b_shuffle, b_scale_sh, a_scales)
-            self.gemm(*gemm_args)
-        else:
+        gemm = self.gemm.direct
+        if not (direct and gemm is not None and aligned(a, b_shuffle, b_scale_sh)):
             gemm_args, partials, out = self.gemm_arguments(a, b_shuffle, b_scale_sh, a_scales)
             self.gemm.standard(*gemm_args)
+            if self.reduce is not None:
+                self.reduce.standard(partials, out, *self._reduce_constants)
+            return out
+        out, partials, counters = self._outputs(a)
+        gemm(a, a if a_scales is None else a_scales, b_shuffle, b_scale_sh, out, partials,
+             counters, *self._gemm_constants)
         if self.reduce is not None:
-            reduce_args = (partials, out) + self._reduce_constants
-            (self.reduce if direct else self.reduce.standard)(*reduce_args)
+            self.reduce(partials, out, *self._reduce_constants)
         return out

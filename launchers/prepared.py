@@ -193,11 +193,11 @@ class PreparedLauncher(Launcher):
         if self.config.a_dequantized:
             codes, a_scales = quantized_outputs(m, k, self.device)
             self._launch("quantize", (a, codes, a_scales), direct)
-            a = torch.empty((m, k), dtype=torch.bfloat16, device=self.device)
+            a = a.new_empty(m, k, dtype=torch.bfloat16)
             self._launch("dequantize_a", (codes, a_scales, a), direct)
-        out = torch.empty((m, n), dtype=torch.bfloat16, device=self.device)
-        partials = (torch.empty((self.splits, m, n), dtype=torch.float32, device=self.device)
-                    if self.splits > 1 else out)
+        # a.new_empty with the sizes as arguments: as launchers.gemm.GemmLauncher's outputs
+        out = a.new_empty(m, n, dtype=torch.bfloat16)
+        partials = a.new_empty(self.splits, m, n, dtype=torch.float32) if self.splits > 1 else out
         counters = out
         if self.counter_rows is not None:
             counters = self.counter_rows[next(self._calls) % len(self.counter_rows)]

@@ -504,6 +504,7 @@ class RecordingLaunch:
     def __init__(self, kernel, grid, options, sample_args, allow_direct=True):
         self.name = getattr(getattr(kernel, "fn", kernel), "__name__", "kernel")
         self.is_direct = allow_direct
+        self.direct = self.__call__ if allow_direct else None
 
     def __call__(self, *args):
         self.log.append((self.name, "direct"))
