@@ -17,7 +17,7 @@ bit against formats over every code byte and the edge scale bytes, bf16's denorm
 (in the interpreter its stand-in, which builds the values as bits). Through the interpreter:
 the same tiles by the PTX in tests/test_hopper_gemm's CPU emulator of its instructions, and
 the op by that PTX on a weight whose scales take the wide conversion (the launch given
-WIDE_SCALES). The op refuses another backend in one line, and on sm_90 serves M up to
+WIDE_SCALES); the layer. The op refuses another backend in one line, and on sm_90 serves M up to
 the chip's record (Target.prepared_max_m), refusing one row more in one line. Cross-compiled for sm_90 with the runner's
 Triton: every served config of Llama-3-8B's decode shapes fits, with no stack, and its main
 loop costs under the bounds below (tools.sm90_loop).
@@ -62,12 +62,10 @@ def test_swizzle_and_unswizzle_are_inverses_on_every_byte(n, k):
     assert weight.scales.shape == (n // 16, kp // 64, 8, 2, 2)
     back_codes, back_scales = layout.unswizzle(weight)
     assert torch.equal(back_codes, codes) and torch.equal(back_scales, scales)
-    runners = (formats.shuffle_weight(codes),
-               formats.e8m0_shuffle(scales, formats.SCALE_PAD_BYTE))
-    from_runner = layout.from_shuffled(*runners, n, k)
+    from_runner = layout.from_shuffled(formats.shuffle_weight(codes),
+                                       formats.e8m0_shuffle(scales, formats.SCALE_PAD_BYTE), n, k)
     assert torch.equal(from_runner.values, weight.values)
     assert torch.equal(from_runner.scales, weight.scales)
-    assert all(map(torch.equal, layout.to_shuffled(from_runner), runners))
 
 
 def test_k_padding_is_zero_codes_under_unit_scales():
@@ -421,3 +419,36 @@ def test_the_bench_modes_variants_and_table():
     row = dict(m=1, n=64, k=320, weight_mb=0.02, bytes_us=2.0, configs={"prepared": "x"},
                **{f"{v}_us": 4.0 for v in VARIANTS})
     assert "2.00" in format_prepared_table([row]).splitlines()[1]
+
+
+@pytest.mark.interpreter
+def test_the_layer_takes_the_prepared_path_through_to_and_state_dict(monkeypatch):
+    """MXFP4Linear where its device takes the prepared path (the interpreter standing in for
+    sm_90): prepared by the constructor, .to() and load_state_dict, its state_dict only the
+    portable buffers, its output the reference's."""
+    from mxfp4_mm.launchers.linear import MXFP4Linear
+    monkeypatch.setattr(prepared, "max_rows", lambda device: 7)     # sm_90's prepared_max_m
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(320, 48, bias=True).to(torch.bfloat16)
+    layer = MXFP4Linear.from_linear(linear)
+    assert layer.hopper_weight is not None
+    assert set(layer.state_dict()) == {"b_shuffle", "b_scale_sh", "bias"}
+    x = torch.randn(3, 2, 320, dtype=torch.bfloat16)
+    y = layer(x)
+    codes, scales = formats.quantize_mxfp4(linear.weight.detach())
+    expected = reference_output(x.reshape(6, 320), codes, scales).float() + linear.bias.detach()
+    ok, message = reference.compare(y.reshape(6, 48), expected.to(torch.bfloat16))
+    assert ok, message
+    moved = layer.to("cpu")
+    assert moved.hopper_weight is not None and torch.equal(moved(x), y)
+    other = MXFP4Linear.from_linear(torch.nn.Linear(320, 48).to(torch.bfloat16))
+    other.load_state_dict(layer.state_dict())
+    assert torch.equal(other.hopper_weight.values, layer.hopper_weight.values)
+    assert torch.equal(other(x), y)
+    monkeypatch.setattr(prepared, "max_rows", lambda device: None)
+    plain = MXFP4Linear.from_linear(linear)
+    assert plain.hopper_weight is None
+    ok, message = reference.compare(plain(x), y)
+    assert ok, message
+    rows = torch.randn(8, 320, dtype=torch.bfloat16)
+    assert torch.equal(layer(rows), plain(rows))     # above max_rows the op gemm
