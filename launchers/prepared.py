@@ -63,12 +63,12 @@ A_DEQUANTIZED_MIN_M = 8
 # loads unrolled: 16 at BLOCK_M 64 put 24 bytes a thread on the stack).
 MIN_PROGRAMS = 2 * SM90.processors
 MAX_SPLIT_K = 8
-# BLOCK_N is 16 rows a warp, 8 warps (two warpgroups of wgmma's 64 rows): a program's fixed
-# work (A's quantization or loads and its stores into shared memory, the scale words' move)
-# spreads over twice the weight of 4 warps (at M = 1: 3.07 against 3.38 lane-instructions a
-# weight element in the main loop, tools.isa --arch sm_90 --shapes).
+# BLOCK_N is 16 rows a warp (one warpgroup, wgmma's 64 rows, or two): 4 warps below
+# A_DEQUANTIZED_MIN_M, 8 from it, where a program's fixed work (A's loads and stores into
+# shared memory, the scale words' move) spreads over twice the weight. 8 warps below it too
+# cost fewer instructions a weight element (tools.isa --arch sm_90 --shapes) but fit one
+# program an SM by their registers, with less of the weight in flight; not measured on a GPU.
 ROWS_PER_WARP = 16
-WARPS = 8
 
 
 class PreparedConfig(NamedTuple):
@@ -95,21 +95,22 @@ class PreparedConfig(NamedTuple):
 
 def prepared_config(m: int, n: int, k: int) -> PreparedConfig:
     """The rule: BLOCK_M the power of two at or above M from 16 to 64 (at 128 the accumulator
-    and B's registers spill), BLOCK_N 128 (8 warps), A quantized once by its own launches
-    from A_DEQUANTIZED_MIN_M on, one stage with B's next tile prefetched into registers
-    (Triton's pipeliner costs a wait and a descriptor a wgmma: tools.isa --arch sm_90
-    --shapes), and K split in powers of two until the grid has
+    and B's registers spill), BLOCK_N 64 (4 warps) below A_DEQUANTIZED_MIN_M and 128 (8 warps)
+    from it, where A is quantized once by its own launches, one stage with B's next tile
+    prefetched into registers (Triton's pipeliner costs a wait and a descriptor a wgmma:
+    tools.isa --arch sm_90 --shapes), and K split in powers of two until the grid has
     MIN_PROGRAMS programs, a split would have fewer than two K tiles, or MAX_SPLIT_K."""
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
     a_dequantized = m >= A_DEQUANTIZED_MIN_M
-    block_n = ROWS_PER_WARP * WARPS
+    warps = 8 if a_dequantized else 4
+    block_n = ROWS_PER_WARP * warps
     tiles = gemm_tiles(m, n, block_m, block_n)
     k_tiles = formats.cdiv(layout.padded_k(k), layout.K_ALIGN)
     split_k = 1
     while (split_k * tiles < MIN_PROGRAMS and 4 * split_k <= k_tiles
            and split_k < MAX_SPLIT_K):
         split_k *= 2
-    return PreparedConfig(block_m, block_n, split_k, WARPS, 1, a_dequantized)
+    return PreparedConfig(block_m, block_n, split_k, warps, 1, a_dequantized)
 
 
 def _weight_like(n: int, k: int, wide_scales: bool, device) -> layout.HopperWeight:

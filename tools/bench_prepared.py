@@ -9,8 +9,8 @@ Per shape (inputs from reference.generate_input with the runner's seed rule), ea
 once against the reference, then timed: "prepared", the rule's config
 (launchers.prepared.prepared_config); "stages3", the same with Triton's pipeliner (three
 stages) instead of the register prefetch; "a_flip", the same with A quantized the other way
-(once by its own launches, or in the GEMM); "n_flip", the same with BLOCK_N 64 and 4 warps;
-"custom_kernel", submission.custom_kernel on
+(once by its own launches, or in the GEMM); "n_flip", the same with the other BLOCK_N (64 and
+4 warps, or 128 and 8); "custom_kernel", submission.custom_kernel on
 (A, B_shuffle, B_scale_sh); "bf16", F.linear on the bf16 weight; and "bytes": an empty launch
 plus the prepared weight's bytes (values and scales) and A's and C's at the copy bandwidth
 measured in the run. Prints a table with prepared/bf16 and prepared/bytes; tuned configs are
