@@ -120,8 +120,8 @@ def test_the_mode_counts_each_gemms_main_loop_and_writes_its_sass(faked_compiler
     assert len(faked_compiler.compiled) == 2 and faked_compiler.compiled[1][1] == 90
     prepared = rows[0]
     assert prepared["loop_sass_per_k_tile"] == len(INNER_LOOP)
-    threads, elements = 32 * prepared["config"]["num_warps"], 128 * 256    # BLOCK_N x BLOCK_K
-    assert prepared["config"]["block_n"] == 128
+    threads, elements = 32 * prepared["config"]["num_warps"], 64 * 256     # BLOCK_N x BLOCK_K
+    assert prepared["config"]["block_n"] == 64
     assert prepared["lane_instructions_per_element"] == round(len(INNER_LOOP) * threads
                                                               / elements, 2)
     assert prepared["loop_mix"]["HGMMA"] == 1 and prepared["fits"]
