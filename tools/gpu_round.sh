@@ -17,6 +17,10 @@
 #             runner's 62.5 GiB where the card holds it; $MAX_WALL seconds of timed loop a
 #             shape, 10 by default)
 #   import    a cold `import submission`: empty Triton cache, import-time tuning on
+#   fence     (not in the default round) the prepared path past its chip's reach, each part
+#             of each shape in a fresh process, wrong outputs described by row, column tile
+#             and K split (tools.prepared_check --beyond-reach), then tests/test_prepared.py's
+#             every-M cases with the reach lifted the same way
 #   prepared  (not in the default round; about 40 kernels to compile: STEP_TIMEOUT_S=1800)
 #             Llama-3-8B's decode weights at M 1-128 through the prepared-weight path (the
 #             rule and three variants) beside custom_kernel, F.linear bf16 and the prepared
@@ -67,6 +71,10 @@ start = time.perf_counter()
 code = subprocess.call([sys.executable, '-c', 'import submission'])
 print(f'cold import submission: {time.perf_counter() - start:.1f} s, exit {code}')
 sys.exit(code)" ;;
+        fence)  run_step fence bash -c "python -m tools.prepared_check --beyond-reach \
+                    9,128,1024 8,6144,4096 64,4096,14336 16,4096,4096 128,4096,4096 \
+                    20,80,576,strided 1,4096,4096; MXFP4_MM_PREPARED_BEYOND_REACH=1 python -m \
+                    pytest -q -n \"${SUITE_WORKERS:-8}\" -rf tests/test_prepared.py" ;;
         prepared) run_step prepared env -u MXFP4_MM_CONFIGS MXFP4_MM_TUNE=0 python -m tools.bench \
                     --prepared --shapes llama-3-8b --m 1,8,32,64,128 --json "$out/prepared.json" ;;
         *) echo "gpu_round: unknown step $step" | tee -a "$out/summary.txt"; results+=("$step=2") ;;
