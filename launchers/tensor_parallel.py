@@ -32,12 +32,14 @@ computes on the local tensors.
 - Row-parallel: rank r holds input columns [rK/w, (r+1)K/w), cut at MXFP4 block boundaries, so
   the quantized input and its products are the unsharded layer's; its input is the rank's slice
   of K (input_layouts Shard(-1), the default, or Replicate: cut locally). The partial products
-  (bf16, as the op returns them) are all-reduced in fp32 and rounded to bf16 once, then the bias
-  is added once, in bf16, as the unsharded layer adds it; the output is whole on every rank. In
-  fp32, not bf16: a bf16 all-reduce rounds at every step, in an order the backend's algorithm
-  and the world size choose; the fp32 sum of bf16 partials is exact but for fp32's own rounding,
-  the same on every rank and for any order. The result differs from the unsharded layer's by the
-  rounding of each partial to bf16: within the task's tolerance, not bit for bit.
+  p_r (bf16, as the op returns them) are all-reduced in fp32 and rounded to bf16 once, then the
+  bias is added once, in bf16, as the unsharded layer adds it; the output is whole on every
+  rank. In fp32, not bf16: a bf16 all-reduce rounds at every step, in an order the backend's
+  algorithm and the world size choose; the fp32 sum of bf16 partials is the same on every rank,
+  exact for two. Against the unsharded layer (one rounding of the whole sum) the output differs
+  by the rounding of each p_r to bf16, half a bf16 step of |p_r| each: small against the
+  partials, not always against |y| (where they cancel, the task's per-element tolerance, 1e-2
+  of |y|, need not hold).
 
 Splits: N % (16 w) == 0 column-parallel and K % (64 w) == 0 row-parallel (each shard aligned as
 the op takes N and K; 64 a multiple of the MXFP4 block of 32), else a one-line ValueError.

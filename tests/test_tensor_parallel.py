@@ -1,7 +1,7 @@
 """Tensor-parallel MXFP4Linear (launchers.tensor_parallel) on two CPU ranks (gloo, spawned
-processes running the kernels in the interpreter): column-parallel outputs the unsharded layer's
-bit for bit, row-parallel ones the fp32 sum of their bf16 partials, an MLP of both, the Quark fixture
-loaded sharded, and splits the op or the attention cannot take refused in one line.
+processes running the kernels in the interpreter): column-parallel outputs the unsharded
+layer's bit for bit, row-parallel ones the fp32 sum of their bf16 partials, an MLP of both, the
+Quark fixture loaded sharded, and splits the op or the attention cannot take refused in one line.
 
 One spawn computes every case, on both ranks, and saves what each rank saw; the tests read it."""
 
