@@ -38,11 +38,26 @@ def _bf16_bias(bias, n: int):
     return bias.detach().to(torch.bfloat16)
 
 
+def _shuffled(where: str, codes: torch.Tensor, scales: torch.Tensor):
+    """(b_shuffle, b_scale_sh) of codes [N, K/2] and scales [N, K/32], their shapes checked."""
+    n, kb = codes.shape
+    if tuple(scales.shape) != (n, formats.cdiv(2 * kb, formats.MX_BLOCK)):
+        raise ValueError(f"{where}: expected scales of shape "
+                         f"({n}, {formats.cdiv(2 * kb, formats.MX_BLOCK)}) for codes of shape "
+                         f"{tuple(codes.shape)}, got {tuple(scales.shape)}")
+    return (formats.shuffle_weight(codes.view(torch.uint8)),
+            formats.e8m0_shuffle(scales.view(torch.uint8), formats.SCALE_PAD_BYTE))
+
+
 class MXFP4Linear(torch.nn.Module):
     """y = quantize(x) @ dequant(W)^T + bias, W MXFP4 [out_features, in_features]."""
 
     def __init__(self, b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, bias=None):
         super().__init__()
+        self._hold(b_shuffle, b_scale_sh, bias)
+        self.register_load_state_dict_post_hook(lambda module, keys: module._prepare())
+
+    def _hold(self, b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, bias) -> None:
         n, k = b_shuffle.shape[0], 2 * b_shuffle.shape[-1]
         # the op's own checks (shapes, dtypes, layout), on an input of no rows, no data read
         gemm_problem(torch.empty((0, k), dtype=torch.bfloat16, device="meta"),
@@ -52,7 +67,6 @@ class MXFP4Linear(torch.nn.Module):
         self.register_buffer("b_scale_sh", b_scale_sh.view(torch.uint8))
         self.register_buffer("bias", _bf16_bias(bias, n))
         self._prepare()
-        self.register_load_state_dict_post_hook(lambda module, keys: module._prepare())
 
     def _prepare(self):
         """The weight in the Hopper layout where the device takes that path (launchers.prepared)."""
@@ -80,13 +94,14 @@ class MXFP4Linear(torch.nn.Module):
     def from_mxfp4(cls, codes: torch.Tensor, scales: torch.Tensor, bias=None) -> "MXFP4Linear":
         """The layer of an MXFP4 weight: codes [N, K/2] (two E2M1 codes a byte, element 2i in
         the low nibble) and scales [N, K/32] (E8M0), as uint8 or torch's fp4x2 / e8m0 dtypes."""
-        n, kb = codes.shape
-        if tuple(scales.shape) != (n, formats.cdiv(2 * kb, formats.MX_BLOCK)):
-            raise ValueError(f"MXFP4Linear.from_mxfp4: expected scales of shape "
-                             f"({n}, {formats.cdiv(2 * kb, formats.MX_BLOCK)}) for codes of shape "
-                             f"{tuple(codes.shape)}, got {tuple(scales.shape)}")
-        return cls(formats.shuffle_weight(codes.view(torch.uint8)),
-                   formats.e8m0_shuffle(scales.view(torch.uint8), formats.SCALE_PAD_BYTE), bias)
+        return cls(*_shuffled("MXFP4Linear.from_mxfp4", codes, scales), bias)
+
+    def hold_mxfp4(self, codes: torch.Tensor, scales: torch.Tensor, bias=None) -> None:
+        """Hold the MXFP4 weight codes, scales (from_mxfp4's, of any shape the op takes) and
+        bias in place of the layer's own, the module object kept: how the tensor-parallel styles
+        (launchers.tensor_parallel) make a layer its rank's shard, parallelize_module keeping
+        the module it is given."""
+        self._hold(*_shuffled("MXFP4Linear.hold_mxfp4", codes, scales), bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.dtype != torch.bfloat16:

@@ -9,6 +9,7 @@ same rule as the op's. They need transformers and safetensors, not amd-quark, an
 line, naming the layer, any other quantization. launchers.linear re-exports both.
 """
 
+import contextlib
 import enum
 import fnmatch
 import json
@@ -128,30 +129,50 @@ def quark_layers(quantization: dict, tensors: dict) -> dict:
     return layers
 
 
-def _quark_mxfp4_linear(name: str, linear: torch.nn.Module, tensors: dict) -> MXFP4Linear:
-    """The MXFP4Linear of quantized linear `name` (its quark_layers entry) on linear's device."""
-    codes, scales = tensors["weight"], tensors["weight_scale"]
+def _shape(tensor) -> tuple:
+    """The shape of a tensor or of a safetensors slice (read on use)."""
+    return tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else tuple(tensor.get_shape())
+
+
+def _quark_mxfp4_linear(name: str, linear: torch.nn.Module, tensors: dict, style=None,
+                        device_mesh=None) -> MXFP4Linear:
+    """The MXFP4Linear of quantized linear `name` (its quark_layers entry: tensors, or
+    safetensors slices read here) on linear's device, or with a tensor-parallel style
+    (launchers.tensor_parallel) the rank's shard, only its slices read, on the mesh's device."""
     n, k = linear.out_features, linear.in_features
-    for label, tensor, shape, dtypes in (
-            ("weight", codes, (n, k // 2), (torch.uint8, torch.float4_e2m1fn_x2)),
-            ("weight_scale", scales, (n, formats.cdiv(k, formats.MX_BLOCK)),
-             (torch.uint8, torch.float8_e8m0fnu))):
-        if tensor.dtype not in dtypes or tuple(tensor.shape) != shape:
-            raise QuarkFormatError(f"{name}: {label} is {tensor.dtype} {tuple(tensor.shape)}, "
-                                   f"expected uint8 {shape} for a linear of {k} inputs and {n} "
-                                   f"outputs")
+    expected = {"weight": ((n, k // 2), (torch.uint8, torch.float4_e2m1fn_x2)),
+                "weight_scale": ((n, formats.cdiv(k, formats.MX_BLOCK)),
+                                 (torch.uint8, torch.float8_e8m0fnu))}
+    for label, (shape, _) in expected.items():
+        if _shape(tensors[label]) != shape:
+            raise QuarkFormatError(f"{name}: {label} has shape {_shape(tensors[label])}, "
+                                   f"expected {shape} for a linear of {k} inputs and {n} outputs")
     if k % 64 or n % 16:
         raise QuarkFormatError(f"{name}: MXFP4Linear needs in_features % 64 == 0 and "
                                f"out_features % 16 == 0, got {k} and {n}")
-    device, bias = linear.weight.device, tensors.get("bias")
-    return MXFP4Linear.from_mxfp4(codes.view(torch.uint8).to(device),
-                                  scales.view(torch.uint8).to(device),
+    rows, code_columns, scale_columns = ((slice(None),) * 3 if style is None else
+                                         style.weight_slices(n, k, device_mesh))
+    codes = tensors["weight"][rows, code_columns]
+    scales = tensors["weight_scale"][rows, scale_columns]
+    for label, tensor in (("weight", codes), ("weight_scale", scales)):
+        if tensor.dtype not in expected[label][1]:
+            raise QuarkFormatError(f"{name}: {label} is {tensor.dtype}, expected uint8")
+    codes, scales = codes.view(torch.uint8), scales.view(torch.uint8)
+    bias = tensors.get("bias")
+    bias = None if bias is None else bias[...]
+    if style is not None:
+        return style.shard_layer(codes, scales, bias, device_mesh)
+    device = linear.weight.device
+    return MXFP4Linear.from_mxfp4(codes.to(device), scales.to(device),
                                   None if bias is None else bias.to(device))
 
 
-def _swap_quark_linears(model: torch.nn.Module, quantization: dict, layers: dict) -> None:
-    """Replace each linear of `model` named in `layers` (quark_layers) by its MXFP4Linear,
-    checking that these are exactly the linears quantization_config quantizes."""
+def _swap_quark_linears(model: torch.nn.Module, quantization: dict, layers: dict, styles=None,
+                        device_mesh=None) -> None:
+    """Replace each linear of `model` named in `layers` (quark_layers) by its MXFP4Linear (the
+    rank's shard where `styles`, {name: style} of launchers.tensor_parallel.plan_styles, names
+    it), checking that these are exactly the linears quantization_config quantizes."""
+    styles = styles or {}
     for name, module in list(model.named_modules()):
         if not isinstance(module, torch.nn.Linear):
             continue
@@ -162,7 +183,7 @@ def _swap_quark_linears(model: torch.nn.Module, quantization: dict, layers: dict
             continue
         parent, _, attribute = name.rpartition(".")
         setattr(model.get_submodule(parent), attribute,
-                _quark_mxfp4_linear(name, module, layers[name]))
+                _quark_mxfp4_linear(name, module, layers[name], styles.get(name), device_mesh))
     left = sorted(set(layers) - {name for name, module in model.named_modules()
                                  if isinstance(module, MXFP4Linear)})
     if left:
@@ -170,46 +191,63 @@ def _swap_quark_linears(model: torch.nn.Module, quantization: dict, layers: dict
                                f"linear of that name")
 
 
-def _load_safetensors(directory: Path) -> dict:
-    """Every tensor of model.safetensors, or of the shards model.safetensors.index.json names."""
-    from safetensors.torch import load_file
+def _open_safetensors(directory: Path, files: contextlib.ExitStack) -> dict:
+    """{name: safetensors slice} of every tensor of model.safetensors, or of the shards
+    model.safetensors.index.json names, each read on use (slice[rows, columns], slice[...])."""
+    from safetensors import safe_open
     index = directory / "model.safetensors.index.json"
-    files = ([directory / file for file in
+    paths = ([directory / file for file in
               sorted(set(json.loads(index.read_text())["weight_map"].values()))]
              if index.exists() else [directory / "model.safetensors"])
     tensors = {}
-    for file in files:
-        if not file.exists():
-            raise FileNotFoundError(f"load_quark: no {file.name} in {directory}")
-        tensors.update(load_file(file))
+    for path in paths:
+        if not path.exists():
+            raise FileNotFoundError(f"load_quark: no {path.name} in {directory}")
+        opened = files.enter_context(safe_open(path, framework="pt"))
+        tensors.update({key: opened.get_slice(key) for key in opened.keys()})
     return tensors
 
 
-def load_quark(directory, device=None, dtype=torch.bfloat16):
+def load_quark(directory, device=None, dtype=torch.bfloat16, *, device_mesh=None, tp_plan=None):
     """The transformers model of an AMD Quark MXFP4 W4A4 export (config.json with
     quantization_config quant_method "quark", safetensors weights), built on `device` (default
     CPU) in bfloat16, each linear Quark quantized an MXFP4Linear (bias kept), the rest loaded
     as transformers would. Needs transformers and safetensors, not amd-quark. Any other
     quantization is refused with a QuarkFormatError, one line naming the layer and what differs.
+
+    With `device_mesh` (a 1-D torch DeviceMesh, one call a rank): tensor-parallel, the MXFP4
+    layers split by `tp_plan` (default the model's own, model.tp_plan) with the styles of
+    launchers.tensor_parallel (plan_styles says what it takes and refuses), each rank reading
+    only its slices of their weights; the rest whole on every rank, on `device` (default the
+    mesh's device).
     """
     if dtype != torch.bfloat16:
         raise TypeError(f"load_quark: MXFP4Linear computes in bfloat16, got dtype={dtype}")
+    if tp_plan is not None and device_mesh is None:
+        raise TypeError("load_quark: a tp_plan needs a device_mesh")
     directory = Path(directory)
     quantization = json.loads((directory / "config.json").read_text()).get("quantization_config")
     check_quark_config(quantization)
-    tensors = _load_safetensors(directory)
-    layers = quark_layers(quantization, tensors)
-    import transformers
-    from transformers.initialization import no_init_weights
+    with contextlib.ExitStack() as files:
+        tensors = _open_safetensors(directory, files)
+        layers = quark_layers(quantization, tensors)
+        import transformers
+        from transformers.initialization import no_init_weights
 
-    config = transformers.AutoConfig.from_pretrained(directory)
-    del config.quantization_config
-    with torch.device(device or "cpu"), no_init_weights():
-        model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
-    model.tie_weights()     # tie_word_embeddings: no_init_weights skips the tying
-    _swap_quark_linears(model, quantization, layers)
-    rest = {key: tensor for key, tensor in tensors.items()
-            if key.rpartition(".")[0] not in layers}
+        from .tensor_parallel import mesh_device, plan_styles
+
+        config = transformers.AutoConfig.from_pretrained(directory)
+        del config.quantization_config
+        if device is None:
+            device = "cpu" if device_mesh is None else mesh_device(device_mesh)
+        with torch.device(device), no_init_weights():
+            model = transformers.AutoModelForCausalLM.from_config(config, dtype=dtype)
+        model.tie_weights()     # tie_word_embeddings: no_init_weights skips the tying
+        styles = None if device_mesh is None else plan_styles(model, device_mesh, tp_plan,
+                                                                  set(layers))
+        _swap_quark_linears(model, quantization, layers, styles, device_mesh)
+        rest = {key: tensor[...] for key, tensor in tensors.items()
+                if key.rpartition(".")[0] not in layers}
     missing, unexpected = model.load_state_dict(rest, strict=False)
     if unexpected:
         raise QuarkFormatError(f"load_quark: the checkpoint has {unexpected[0]}, which the "

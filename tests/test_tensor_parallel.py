@@ -1,0 +1,196 @@
+"""Tensor-parallel MXFP4Linear (launchers.tensor_parallel) on two CPU ranks (gloo, spawned
+processes running the kernels in the interpreter): column-parallel outputs the unsharded
+layer's bit for bit, row-parallel ones the fp32 sum of their bf16 partials, an MLP of both, the
+Quark fixture loaded sharded, and splits the op or the attention cannot take refused in one line.
+
+One spawn computes every case, on both ranks, and saves what each rank saw; the tests read it."""
+
+import importlib.util
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing
+from safetensors.torch import load_file
+
+from mxfp4_mm import launchers  # noqa: F401  (registers the op)
+from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers.linear import MXFP4Linear
+from mxfp4_mm.launchers.proof import ATOL, RTOL
+from mxfp4_mm.launchers.tensor_parallel import MXFP4ColwiseParallel, MXFP4RowwiseParallel
+
+WORLD = 2
+FIXTURE = Path(__file__).parent / "data" / "quark_tiny_llama"
+MLP_PLAN = {"model.layers.*.mlp.gate_proj": "colwise", "model.layers.*.mlp.up_proj": "colwise",
+            "model.layers.*.mlp.down_proj": "rowwise"}
+NEEDS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
+pytestmark = pytest.mark.interpreter
+
+
+def _layer(n, k, seed):
+    generator = torch.Generator().manual_seed(seed)
+    weight = torch.randn(n, k, generator=generator).to(torch.bfloat16)
+    bias = torch.randn(n, generator=generator).to(torch.bfloat16)
+    return MXFP4Linear.from_mxfp4(*formats.quantize_mxfp4(weight), bias)
+
+
+def _input(shape, seed):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)).to(torch.bfloat16)
+
+
+def _relative_error(got, want):
+    return ((got.float() - want.float()).norm() / want.float().norm()).item()
+
+
+def _refusal(call):
+    try:
+        call()
+    except (ValueError, TypeError) as error:
+        return str(error)
+    return None
+
+
+def _cases(mesh):
+    """What this rank computes and sees: {case: tensor or message}."""
+    from torch.distributed.tensor import Replicate
+    from torch.distributed.tensor.parallel import parallelize_module
+    seen = {}
+    # column-parallel: N 64 over 2 ranks, output gathered and left sharded
+    x = _input((2, 3, 256), 1)
+    whole = _layer(64, 256, 2)
+    seen["column whole"] = whole(x)
+    gathered = parallelize_module(_layer(64, 256, 2), mesh,
+                                  MXFP4ColwiseParallel(output_layouts=Replicate()))
+    seen["column gathered"] = gathered(x)
+    seen["column local"] = parallelize_module(_layer(64, 256, 2), mesh, MXFP4ColwiseParallel())(x)
+    # row-parallel: K 256 over 2 ranks, the input whole (cut locally)
+    x = _input((5, 256), 3)
+    whole = _layer(32, 256, 4)
+    seen["row whole"], seen["row bias"] = whole(x), whole.bias
+    codes = formats.unshuffle_weight(whole.b_shuffle)
+    scales = formats.e8m0_unshuffle(whole.b_scale_sh, 32, 8)
+    seen["row partials"] = [MXFP4Linear.from_mxfp4(codes[:, 64 * r:64 * (r + 1)],
+                                                   scales[:, 4 * r:4 * (r + 1)])(
+        x[:, 128 * r:128 * (r + 1)]) for r in range(WORLD)]
+    seen["row"] = parallelize_module(_layer(32, 256, 4), mesh,
+                                     MXFP4RowwiseParallel(input_layouts=Replicate()))(x)
+    # an MLP: column- then row-parallel, the activation between them sharded
+    mlp = torch.nn.Sequential(_layer(128, 64, 5), _layer(64, 128, 6))
+    x = _input((4, 64), 7)
+    seen["mlp whole"] = mlp(x)
+    parallelize_module(mlp, mesh, {"0": MXFP4ColwiseParallel(), "1": MXFP4RowwiseParallel()})
+    seen["mlp"] = mlp(x)
+    # refusals
+    seen["refused column"] = _refusal(
+        lambda: parallelize_module(_layer(48, 64, 8), mesh, MXFP4ColwiseParallel()))
+    seen["refused row"] = _refusal(
+        lambda: parallelize_module(_layer(16, 192, 8), mesh, MXFP4RowwiseParallel()))
+    seen["refused linear"] = _refusal(
+        lambda: parallelize_module(torch.nn.Linear(64, 32), mesh, MXFP4ColwiseParallel()))
+    if NEEDS_TRANSFORMERS:
+        from mxfp4_mm.launchers.quark import load_quark
+        input_ids = load_file(FIXTURE / "quark_outputs.safetensors")["input_ids"]
+        with torch.no_grad():
+            seen["quark whole"] = load_quark(FIXTURE)(input_ids).logits
+            model = load_quark(FIXTURE, device_mesh=mesh, tp_plan=MLP_PLAN)
+            seen["quark"] = model(input_ids).logits
+        seen["quark shards"] = {name: (module.out_features, module.in_features)
+                                for name, module in model.named_modules()
+                                if name.endswith("layers.0.mlp.up_proj")
+                                or name.endswith("layers.0.mlp.down_proj")}
+        seen["refused plan"] = _refusal(lambda: load_quark(FIXTURE, device_mesh=mesh))
+        seen["refused whole linear"] = _refusal(lambda: load_quark(
+            FIXTURE, device_mesh=mesh, tp_plan={"lm_head": "colwise"}))
+    return seen
+
+
+def _rank(rank, port, out):
+    from torch.distributed.device_mesh import init_device_mesh
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(WORLD))
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    try:
+        with torch.no_grad():
+            seen = _cases(init_device_mesh("cpu", (WORLD,)))
+        torch.save(seen, Path(out) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    """[what rank 0 saw, what rank 1 saw]"""
+    out = tmp_path_factory.mktemp("ranks")
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    torch.multiprocessing.spawn(_rank, args=(port, str(out)), nprocs=WORLD)
+    return [torch.load(out / f"rank{rank}.pt") for rank in range(WORLD)]
+
+
+def test_column_parallel_outputs_are_the_unsharded_layers_bit_for_bit(ranks):
+    for rank, seen in enumerate(ranks):
+        whole = seen["column whole"]
+        assert torch.equal(seen["column gathered"], whole)
+        assert torch.equal(seen["column local"], whole[..., rank * 32:(rank + 1) * 32])
+
+
+def test_row_parallel_sums_the_bf16_partials_in_fp32_and_adds_the_bias_after(ranks):
+    """Each rank's output is bf16(fp32 p0 + fp32 p1) + bias, p_r the bf16 product of rank r's
+    columns: bit for bit, the same on both ranks. Against the unsharded layer it differs by the
+    rounding of each partial to bf16: within the task's tolerance (1e-2) taken relative to the
+    partials' magnitudes |p0| + |p1|, not to |y| (where the partials cancel, the task's own
+    per-element tolerance would not hold)."""
+    zero, one = ranks
+    assert torch.equal(zero["row"], one["row"]) and torch.equal(zero["mlp"], one["mlp"])
+    p0, p1 = zero["row partials"]
+    assert torch.equal(zero["row"], (p0.float() + p1.float()).to(torch.bfloat16)
+                       + zero["row bias"])
+    error = (zero["row"].float() - zero["row whole"].float()).abs()
+    assert (error <= RTOL * (p0.float().abs() + p1.float().abs()) + ATOL).all()
+    assert not torch.equal(zero["row"], zero["row whole"])     # rounded per rank: a real split
+    # an MLP, the row-parallel layer's input the column-parallel one's output left sharded:
+    # relative L2 error a few bf16 roundings (2^-9 each) of its partials
+    assert _relative_error(zero["mlp"], zero["mlp whole"]) <= 2 ** -7
+
+
+def test_bad_splits_and_modules_are_refused_in_one_line(ranks):
+    seen = ranks[1]
+    for key, start in (
+            ("refused column", "MXFP4ColwiseParallel: out_features 48 does not split over 2 "
+                               "ranks into multiples of 16"),
+            ("refused row", "MXFP4RowwiseParallel: in_features 192 does not split over 2 ranks "
+                            "into multiples of 64"),
+            ("refused linear", "MXFP4ColwiseParallel: expected an MXFP4Linear, got "
+                               "torch.nn.modules.linear.Linear")):
+        assert seen[key] is not None and seen[key].startswith(start), seen[key]
+        assert "\n" not in seen[key]
+    with pytest.raises(ValueError, match="^MXFP4ColwiseParallel: output_layouts must be "):
+        MXFP4ColwiseParallel(output_layouts=object())
+
+
+@pytest.mark.skipif(not NEEDS_TRANSFORMERS, reason="building the model needs transformers")
+def test_the_quark_fixture_sharded_gives_the_unsharded_models_logits(ranks):
+    """The tiny Llama's MLPs split over 2 ranks (its attention cannot be: 1 KV head), each rank
+    holding half of each MXFP4 layer: the same logits on either rank, moved from the unsharded
+    model's (relative L2 error) by less than bf16 moves the unsharded model from Quark's fp32
+    logits (the row-parallel partials' roundings, which the activation quantizers after them
+    amplify; a wrong shard would be off by the whole signal)."""
+    zero, one = ranks
+    assert zero["quark shards"] == {"model.layers.0.mlp.up_proj": (64, 64),
+                                    "model.layers.0.mlp.down_proj": (64, 64)}
+    assert torch.equal(zero["quark"], one["quark"])
+    quark_logits = load_file(FIXTURE / "quark_outputs.safetensors")["logits"]
+    assert _relative_error(zero["quark"], zero["quark whole"]) <= \
+        _relative_error(zero["quark whole"], quark_logits)
+    for key, message in (
+            ("refused plan", "model.layers.0.self_attn.k_proj: the tp_plan splits its 1 heads "
+                             "of 32 over 2 ranks"),
+            ("refused whole linear", "lm_head: the tp_plan splits it ('colwise'), but it is no "
+                                     "MXFP4 layer")):
+        assert zero[key] is not None and zero[key].startswith(message), zero[key]
+        assert "\n" not in zero[key]
+
