@@ -84,6 +84,53 @@ def test_the_word_encoding_decodes_by_the_kernels_masks_and_shifts():
     assert torch.equal(low.view(torch.float32), expected)
 
 
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("group", [0, 1])
+def test_the_ptx_built_for_a_k_group_gives_its_rows_pairs_under_their_scales(wide, group):
+    """hopper_prepared_gemm._pairs_asm(wide, group), built anew and run by tests/test_hopper_gemm's
+    emulator on one word ($4) and its rows' scale words ($5: row g, $7: row g + 8; the low half
+    K group 0's multiplier, the high half group 1's): pair p ($p) is the two values of the
+    word's pair p times the scale of K group `group` of row g (p even) or g + 8 (p odd), the
+    formats' values bit for bit. The folded conversion's multipliers are 2**(s - 1) (bytes up
+    to FOLDED_SCALE_MAX_BYTE), the wide one's 2**(s - 127) (0 a denormal, 255 NaN)."""
+    from test_hopper_gemm import _bf16_bits, run_ptx
+    asm = hopper_prepared_gemm._pairs_asm(wide, group)
+    scale_bytes = [b for b in EDGE_SCALE_BYTES if wide or b <= layout.FOLDED_SCALE_MAX_BYTE]
+
+    def multiplier(byte):
+        if not wide:
+            return (byte + 126) << 7
+        return {0: 0x0040, layout.NAN_SCALE: 0x7FC0}.get(byte, byte << 7)
+    generator = torch.Generator().manual_seed(9)
+    codes = torch.randint(0, 16, (len(scale_bytes) ** 2, 4, 2), generator=generator)
+    codes[:16, 0, 0] = codes[16:32, 3, 1] = torch.arange(16)     # every code in two places
+    for index, word in enumerate(layout.encode_words(codes).tolist()):
+        # the scale bytes of K groups 0 and 1, row g then row g + 8; `group`'s differ by row
+        row_g = (scale_bytes[index % len(scale_bytes)], scale_bytes[-1 - index % len(scale_bytes)])
+        row_g8 = (row_g[1], scale_bytes[index // len(scale_bytes)])
+        words = [multiplier(row[0]) | multiplier(row[1]) << 16 for row in (row_g, row_g8)]
+        pairs = run_ptx(asm, [0, 0, 0, 0, word, words[0], words[0], words[1], words[1]])[:4]
+        for p, bits in enumerate(pairs):
+            byte = (row_g, row_g8)[p % 2][group]
+            for e in range(2):
+                got = bits >> 16 * e & 0xFFFF
+                code = int(codes[index, p, e])
+                if byte == layout.NAN_SCALE:
+                    assert got & 0x7F80 == 0x7F80 and got & 0x7F, (index, p, e)
+                    continue
+                value = formats.E2M1_VALUES[code] * 2.0 ** (byte - 127)
+                assert got == _bf16_bits(value), (index, p, e, code, byte)
+
+
+def test_the_layout_refuses_n_or_k_off_its_unit_naming_both():
+    codes, scales = random_mxfp4(32, 128, seed=6)
+    for bad_codes, n, k in ((codes[:24], 24, 128), (codes[:, :48], 32, 96)):
+        with pytest.raises(ValueError, match=rf"^the Hopper layout needs N % 16 == 0 and K % 64 "
+                                             rf"== 0, got N={n}, K={k}$"):
+            layout.swizzle(bad_codes, scales)
+    assert layout.swizzle(codes[:16, :32], scales[:16]).k == 64
+
+
 def test_a_weight_with_a_scale_above_2_or_nan_takes_the_wide_conversion():
     codes, scales = random_mxfp4(16, 64, seed=3, high=129)
     assert not layout.swizzle(codes, scales).wide_scales
@@ -91,6 +138,19 @@ def test_a_weight_with_a_scale_above_2_or_nan_takes_the_wide_conversion():
         wide = scales.clone()
         wide[3, 1] = byte
         assert layout.swizzle(codes, wide).wide_scales
+
+
+@pytest.mark.parametrize("n, k, splits", [
+    (64 * prepared.MIN_PROGRAMS // 2, 2048, 2),         # two splits make MIN_PROGRAMS programs
+    (64 * (prepared.MIN_PROGRAMS // 2 - 1), 2048, 4),   # two splits make two fewer
+    (64, 16384, prepared.MAX_SPLIT_K),                  # one tile, K tiles enough for 16 splits
+])
+def test_k_splits_until_the_grid_holds_min_programs_or_max_split_k(n, k, splits):
+    """At M = 1 (BLOCK_N 64), K tiles enough for one more split in each case: the split stops
+    where the grid reaches MIN_PROGRAMS programs, or at MAX_SPLIT_K."""
+    config = prepared.prepared_config(1, n, k)
+    assert config.split_k == splits
+    assert config.splits_for(k)[0] == splits
 
 
 def test_the_rule():

@@ -1,6 +1,6 @@
 """Mutation testing of the suite: how many seeded one-line bugs do the tests catch?
 
-    python -m tools.mutation [--workers 2] [--sample 300] [--budget-s 3300] [--only GLOB]
+    python -m tools.mutation [--workers 2] [--sample 300] [--budget-s 3300] [--only GLOB ...]
                              [--root PATH] [--no-kernels] [--keep]
 
 Runs in a copy of the tree (the files git tracks or would track, taken from --root, default
@@ -183,15 +183,22 @@ def _results(tree: Path, log) -> dict:
             for name, value in json.loads(listed.stdout).items()}
 
 
-def run_mutmut(tree: Path, workers: int, only: str, sample: int, log, deadline=None) -> dict:
-    """{mutant: (exit code, diff)} after mutmut ran in tree: every mutant matching `only`
-    (a glob; all when empty), or a fixed random sample of `sample` of them; those the deadline
-    left unrun have exit code None."""
+def selected(name: str, only) -> bool:
+    """Whether mutant `name` matches one of the globs `only` (any mutant when there are
+    none)."""
+    return not only or any(fnmatch.fnmatch(name, glob) for glob in only)
+
+
+def run_mutmut(tree: Path, workers: int, only, sample: int, log, deadline=None) -> dict:
+    """{mutant: (exit code, diff)} after mutmut ran in tree: every mutant matching one of
+    the globs `only` (all when there are none), or a fixed random sample of `sample` of them;
+    those the deadline left unrun have exit code None."""
     if not sample:
-        _mutmut(tree, workers, [only] if only else [], log, deadline)
-        return _results(tree, log)
+        _mutmut(tree, workers, list(only), log, deadline)
+        return {name: result for name, result in _results(tree, log).items()
+                if selected(name, only)}
     _mutmut(tree, workers, [NO_MUTANT], log, deadline)   # the mutants and the test map only
-    names = sorted(name for name in _results(tree, log) if fnmatch.fnmatch(name, only or "*"))
+    names = sorted(name for name in _results(tree, log) if selected(name, only))
     chosen = random.Random(SAMPLE_SEED).sample(names, min(sample, len(names)))
     print(f"tools.mutation: {len(chosen)} of {len(names)} mutants sampled", file=log, flush=True)
     _mutmut(tree, workers, chosen, log, deadline)
@@ -317,8 +324,10 @@ def build_parser():
                              "mutants and equivalents are this checkout's")
     parser.add_argument("--workers", type=positive_int, default=2,
                         help="mutants run at once, mutmut's and the kernels' (default 2)")
-    parser.add_argument("--only", default="",
-                        help="mutmut mutant-name glob, e.g. 'launchers.tuner.*' (skips the kernels)")
+    parser.add_argument("--only", nargs="+", default=[], metavar="GLOB",
+                        help="mutmut mutant-name globs, e.g. 'launchers.tuner.*' "
+                             "'tools.bench.x_host_*' (a mutant matching any of them runs; skips "
+                             "the kernels)")
     parser.add_argument("--sample", type=non_negative_int, default=DEFAULT_SAMPLE,
                         help=f"run a fixed random sample of this many mutmut mutants (default "
                              f"{DEFAULT_SAMPLE}; 0: all of them, about 4,700, hours on 2 cores)")
