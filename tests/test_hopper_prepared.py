@@ -313,6 +313,27 @@ def fresh_cache(monkeypatch):
     monkeypatch.setattr(launchers, "_checked_signatures", {})
 
 
+def test_an_nvidia_chip_before_sm90_is_refused_in_one_line(fresh_cache, monkeypatch, device):
+    """CUDA, but a chip without wgmma (no prepared_max_m in its record)."""
+    import mxfp4_mm.launchers as launchers
+    monkeypatch.setattr(launchers, "current_target", lambda device: ("cuda", "sm_89"))
+    codes, scales = random_mxfp4(64, 256, seed=4, high=129)
+    weight = prepared.hopper_weight_from_mxfp4(codes.to(device), scales.to(device))
+    with pytest.raises(ValueError, match=r"^mxfp4_mm.gemm_prepared: a weight in the Hopper "
+                                         r"layout runs on NVIDIA sm_90 and up, not on cuda "
+                                         r"sm_89; convert it with [^\n]*unswizzle"):
+        prepared.gemm_prepared(torch.zeros(2, 256, dtype=torch.bfloat16, device=device), weight)
+
+
+def test_a_cpu_a_is_refused_where_the_kernels_were_compiled_for_a_gpu(fresh_cache, monkeypatch):
+    monkeypatch.setattr(prepared, "KERNELS_NEED_A_GPU", True)
+    codes, scales = random_mxfp4(64, 256, seed=4, high=129)
+    weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    with pytest.raises(RuntimeError, match=r"^mxfp4_mm.gemm_prepared: A is a CPU tensor, but "
+                                           r"the kernels were compiled for a GPU; "):
+        prepared.gemm_prepared(torch.zeros(2, 256, dtype=torch.bfloat16), weight)
+
+
 def test_another_backend_is_refused_in_one_line(fresh_cache, monkeypatch, device):
     import mxfp4_mm.launchers as launchers
     monkeypatch.setattr(launchers, "current_target", lambda device: ("hip", "gfx950"))
@@ -387,6 +408,100 @@ def test_the_bench_modes_variants_and_table():
     row = dict(m=1, n=64, k=320, weight_mb=0.02, bytes_us=2.0, configs={"prepared": "x"},
                **{f"{v}_us": 4.0 for v in VARIANTS})
     assert "2.00" in format_prepared_table([row]).splitlines()[1]
+
+
+@pytest.mark.parametrize("device_type, target, rows", [
+    ("cpu", ("interpreter", "interpreter"), None),
+    ("cuda", ("cuda", "sm_90"), prepared.SM90.prepared_max_m),
+    ("cuda", ("cuda", "sm_120"), prepared.SM90.prepared_max_m),
+    ("cuda", ("cuda", "sm_89"), None),
+    ("cuda", ("hip", "gfx950"), None),        # ROCm's torch names its devices cuda too
+])
+def test_the_layer_takes_the_prepared_path_on_cuda_devices_of_sm90_and_up(monkeypatch,
+                                                                           device_type, target,
+                                                                           rows):
+    """max_rows (up to which M MXFP4Linear takes the path), serves and layer_weight, the
+    device's target faked: only a CUDA device whose backend is CUDA and whose chip has a
+    prepared_max_m."""
+    import mxfp4_mm.launchers as launchers
+    asked = []
+
+    def current_target(device):
+        asked.append(device)
+        return target
+    monkeypatch.setattr(launchers, "current_target", current_target)
+    assert prepared.max_rows(device_type) == rows
+    assert prepared.max_rows(torch.device(device_type)) == rows
+    assert asked == ([] if device_type == "cpu" else [torch.device(device_type)] * 2)
+    assert prepared.serves(device_type) == (rows is not None)
+    codes, scales = random_mxfp4(64, 256, seed=8)
+    b_shuffle = formats.shuffle_weight(codes)
+    b_scale_sh = formats.e8m0_shuffle(scales, formats.SCALE_PAD_BYTE)
+    monkeypatch.setattr(prepared, "serves", lambda device: device == b_shuffle.device)
+    weight = prepared.layer_weight(b_shuffle, b_scale_sh)
+    assert torch.equal(weight.values, layout.swizzle(codes, scales).values)
+    monkeypatch.setattr(prepared, "serves", lambda device: False)
+    assert prepared.layer_weight(b_shuffle, b_scale_sh) is None
+
+
+def test_the_prepared_launchers_contract(monkeypatch):
+    """What a PreparedLauncher states (launchers.launcher), built for the interpreter: its K
+    splits, a proof repeated where it splits K, one launch a call or three where A is quantized
+    once, its counter rows where it sums split K itself; the wrapper the ladder proves states
+    the same."""
+    def built(m, n, k):
+        return prepared.PreparedLauncher(prepared.prepared_config(m, n, k), "interpreter", m, n,
+                                         k, (k, 1), "cpu", False)
+    from mxfp4_mm.launchers.proof import SPLIT_K_REPEATS
+    split = built(9, 128, 1024)                     # A once, two splits
+    assert (split.splits, split.proof_repeats, split.launches_per_call) == (
+        2, SPLIT_K_REPEATS, 3)
+    assert list(split.kernel_launches()) == ["quantize", "dequantize_a", "gemm"]
+    assert split.counter_rows is not None and split.counter_rows[0].dtype == torch.int32
+    whole = built(3, 64, 256)                       # one K tile: no split
+    assert (whole.splits, whole.proof_repeats, whole.launches_per_call) == (1, 0, 1)
+    assert list(whole.kernel_launches()) == ["gemm"] and whole.counter_rows is None
+    assert (whole.quantizer, whole.config) == ("software", prepared.prepared_config(3, 64, 256))
+    wrapped = prepared._OnShuffledWeights(split)
+    assert (wrapped.config, wrapped.splits, wrapped.quantizer, wrapped.proof_repeats,
+            wrapped.launches_per_call) == (split.config, 2, "software", SPLIT_K_REPEATS, 3)
+    assert wrapped.kernel_launches() == split.kernel_launches()
+
+
+def test_the_ladder_of_the_prepared_path_is_the_direct_then_the_standard_launch(monkeypatch):
+    """Both rungs the rule's config, for the call's problem; nothing below them."""
+    built = []
+
+    class Recorded:
+        quantizer, splits, proof_repeats, launches_per_call = "software", 1, 0, 1
+
+        def __init__(self, *arguments):
+            built.append(arguments)
+            self.config = arguments[0]
+    monkeypatch.setattr(prepared, "PreparedLauncher", Recorded)
+    rungs = prepared.prepared_rungs("cuda", 5, 128, 1024, (2048, 1), "meta", True)
+    config = prepared.prepared_config(5, 128, 1024)
+    assert [(rung.name, rung.config) for rung in rungs] == [
+        ("prepared", config), ("prepared, standard launch", config)]
+    for rung in rungs:
+        wrapper = rung.build()
+        assert isinstance(wrapper.launcher, Recorded)
+    assert built == [(config, "cuda", 5, 128, 1024, (2048, 1), "meta", True, allow)
+                     for allow in (True, False)]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("fault, rung", [(None, "prepared"),
+                                         ("wrong", "prepared, standard launch")])
+def test_the_proven_launcher_is_the_prepared_one_named_by_the_rung_that_proved_it(
+        monkeypatch, fault, rung):
+    m, n, k = 1, 48, 64
+    if fault:
+        monkeypatch.setenv("MXFP4_MM_FAULT", f"{fault}:{m},{n},{k}")
+    launcher = prepared.proven_prepared_launcher("interpreter", "interpreter", m, n, k, (k, 1),
+                                                 "cpu", False)
+    assert isinstance(launcher, prepared.PreparedLauncher)
+    assert launcher.rung == rung and launcher.config == prepared.prepared_config(m, n, k)
 
 
 @pytest.mark.interpreter

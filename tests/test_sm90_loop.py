@@ -16,61 +16,101 @@ SASS):
 from types import SimpleNamespace
 
 import pytest
+import triton
 
 from mxfp4_mm.launchers.targets import SM90
 from mxfp4_mm.tools import sm90_loop
 
-# A loop of five instructions around one HGMMA: two HMUL2 with different modifiers.
-LOOP = """
-        /*0000*/                   MOV R1, c[0x0][0x28] ;
-        /*0010*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
-        /*0020*/                   HMUL2.BF16_V2 R10, R9, R11 ;
-        /*0030*/                   HMUL2 R12, R9, R11 ;
-        /*0040*/                   HGMMA.64x16x16.F32.BF16 R24, R8, gdesc[UR8], R24 ;
-        /*0050*/               @P0 BRA 0x10 ;
-        /*0060*/                   EXIT ;
-"""
+
+def sass(first: int, loop: list, before: int = 3) -> str:
+    """SASS as cuobjdump -sass lists it: `before` instructions, then `loop` from address
+    `first` on, closed by a branch back to `first`, then EXIT; addresses in hex, 16 apart."""
+    lines, address = [], first - 16 * before
+    for opcode in ["MOV R1, c[0x0][0x28]"] * before + loop + [f"@P0 BRA {first:#x}", "EXIT"]:
+        lines.append(f"        /*{address:04x}*/                   {opcode} ;")
+        address += 16
+    return "\n".join(lines) + "\n"
+
+
+# A loop of 200 instructions around one HGMMA (at 0x200), at addresses whose hex digits hold
+# letters: HMUL2 with two different modifiers, and an immediate that is no branch target
+LOOP_OPCODES = (["LDG.E.128 R4, desc[UR4][R2.64]",
+                 "HGMMA.64x16x16.F32.BF16 R24, R8, gdesc[UR8], R24"]
+                + ["HMUL2.BF16_V2 R10, R9, R11", "HMUL2 R12, R9, R11"] * 98
+                + ["IADD3 R3, R3, 0x200, RZ"])
+LOOP = sass(0x1f0, LOOP_OPCODES)
+
+
+def test_the_main_loop_is_read_between_its_hex_addresses():
+    """Its first instruction the back branch's target, its last that branch: what comes
+    before it is not counted."""
+    found = sm90_loop.main_loop(LOOP)
+    assert [op.split(".")[0] for op in found] == [
+        line.split()[0].split(".")[0] for line in LOOP_OPCODES] + ["BRA"]
 
 
 @pytest.fixture
 def compiled(monkeypatch):
     """Every GEMM compiles to LOOP with `shared` bytes of shared memory (set it on the returned
-    namespace); the kernels compiled are recorded in `kernels`."""
-    fake = SimpleNamespace(shared=2048, kernels=[])
+    namespace); what compile_for, cuobjdump and cubin_resources were given is recorded in
+    `kernels` (kernel name, its non-tensor arguments, A's strides, options, target arch) and
+    `read`."""
+    fake = SimpleNamespace(shared=2048, kernels=[], read=[])
 
     def compile_for(kernel, args, options, target):
-        fake.kernels.append((kernel.__name__, options["num_warps"], target.arch))
-        return SimpleNamespace(asm={"cubin": b"cubin"}, metadata=SimpleNamespace(shared=fake.shared))
+        scalars = [a for a in args if not hasattr(a, "stride")]
+        fake.kernels.append((kernel.__name__, scalars, args[0].stride(), options, target.arch))
+        return SimpleNamespace(asm={"cubin": b"the cubin"},
+                               metadata=SimpleNamespace(shared=fake.shared))
+
+    def cuobjdump(cubin, option):
+        fake.read.append((cubin, option))
+        return LOOP
+
+    def cubin_resources(cubin):
+        fake.read.append((cubin, "resources"))
+        return dict(registers=90, stack_bytes=8)
     monkeypatch.setattr(sm90_loop, "compile_for", compile_for)
-    monkeypatch.setattr(sm90_loop, "cuobjdump", lambda cubin, option: LOOP)
-    monkeypatch.setattr(sm90_loop, "cubin_resources",
-                        lambda cubin: dict(registers=90, stack_bytes=8))
+    monkeypatch.setattr(sm90_loop, "cuobjdump", cuobjdump)
+    monkeypatch.setattr(sm90_loop, "cubin_resources", cubin_resources)
     return fake
 
 
 def test_the_prepared_row_compiles_its_rules_gemm_and_counts_its_loop(compiled):
-    from mxfp4_mm.launchers.prepared import prepared_config
+    from mxfp4_mm.launchers.prepared import prepared_config, prepared_launch_specs
     row = sm90_loop.loop_row("prepared", (8, 4096, 4096))
     config = prepared_config(8, 4096, 4096)
-    assert compiled.kernels == [("hopper_prepared_gemm_kernel", config.num_warps, 90)]
+    gemm = prepared_launch_specs(config, "cuda", 8, 4096, 4096, (4096, 1), "meta")[-1]
+    assert compiled.kernels == [("hopper_prepared_gemm_kernel",
+                                 [a for a in gemm.sample_args if not hasattr(a, "stride")],
+                                 (4096, 1), gemm.options, 90)]
+    assert compiled.read == [(b"the cubin", "-sass"), (b"the cubin", "resources")]
+    assert (row["arch"], row["path"], row["shape"], row["triton"]) == (
+        "sm_90", "prepared", [8, 4096, 4096], triton.__version__)
     assert row["config"]["label"] == config.label and row["config"]["block_n"] == config.block_n
     assert row["launches"] == ["quantize", "dequantize_a", "gemm"]
-    assert row["loop_sass_per_k_tile"] == 5
+    assert row["loop_sass_per_k_tile"] == 200
     assert row["lane_instructions_per_element"] == round(
-        5 * 32 * config.num_warps / (config.block_n * config.block_k), 2)
-    assert row["loop_mix"] == {"HMUL2": 2, "LDG": 1, "HGMMA": 1, "BRA": 1}
+        200 * 32 * config.num_warps / (config.block_n * config.block_k), 2) == 1.56
+    assert row["loop_mix"] == {"HMUL2": 196, "LDG": 1, "HGMMA": 1, "IADD3": 1, "BRA": 1}
     assert (row["registers"], row["stack_bytes"], row["shared_bytes"]) == (90, 8, 2048)
 
 
-def test_custom_kernels_row_compiles_the_gemm_of_the_looked_up_config(compiled):
-    """The hopper path up to SM90.hopper_max_m, the preshuffle GEMM above."""
+def test_custom_kernels_row_compiles_the_gemm_of_the_looked_up_config_as_cuda_launches_it(
+        compiled):
+    """The hopper path up to SM90.hopper_max_m, the preshuffle GEMM above, whose quantizer
+    takes no fast path on CUDA (launchers.targets.Backend)."""
     from mxfp4_mm.launchers.configs import config_lookup
+    from mxfp4_mm.launchers.paths import path_launch_specs
     for m, kernel in ((SM90.hopper_max_m, "hopper_gemm_kernel"),
                       (2 * SM90.hopper_max_m, "preshuffle_gemm_kernel")):
         config, _ = config_lookup("sm_90", m, 4096, 4096)
+        gemm = [spec for spec in path_launch_specs(config, "cuda", m, 4096, 4096, (4096, 1),
+                                                   "meta") if spec.name == "gemm"][0]
         compiled.kernels.clear()
         row = sm90_loop.loop_row("custom_kernel", (m, 4096, 4096))
-        assert compiled.kernels == [(kernel, config.num_warps, 90)]
+        assert compiled.kernels == [(kernel, [a for a in gemm.sample_args if not hasattr(a, "stride")],
+                                     (4096, 1), gemm.options, 90)]
         assert row["config"]["label"] == config.label
         assert row["layout"] == sm90_loop.LAYOUTS["custom_kernel"]
 
@@ -100,6 +140,8 @@ def test_rows_go_shape_by_shape_and_write_their_sass_into_a_new_folder(compiled,
     assert sorted(path.name for path in folder.iterdir()) == sorted(
         row["asm"].rpartition("/")[2] for row in found)
     assert (folder / found[0]["asm"].rpartition("/")[2]).read_text() == LOOP
+    again = sm90_loop.rows([(1, 4096, 4096)], folder, paths=("prepared",))   # the folder there
+    assert again[0]["asm"] == found[0]["asm"]
 
 
 def test_without_asm_dir_no_sass_is_written(compiled, tmp_path, monkeypatch):
@@ -116,12 +158,13 @@ def test_the_table_has_a_line_per_row_its_note_or_its_figures():
                          "BRA": 1})
     no_loop = dict(row, shape=[1, 64, 256], loop_sass_per_k_tile=None,
                    note="no loop: one K tile a program")
-    lines = sm90_loop.format_rows([row, dict(row, fits=False), no_loop]).splitlines()
-    assert len(lines) == 4 and "Triton 3.6.0" in lines[0]
+    lines = sm90_loop.format_rows([row, no_loop, dict(row, fits=False)]).splitlines()
+    assert len(lines) == 4 and "(Triton 3.6.0)" in lines[0]
     assert lines[1].split() == ["1x4096x4096", "prepared", "16x64x256", "sk8", "w4", "s1", "120",
                                 "3.75", "regs", "168", "stack", "0", "LOP3", "40,", "HMUL2",
                                 "32,", "SHF", "16,", "HGMMA", "16,", "LDS", "8,", "BAR", "4"]
-    assert lines[2].replace(" DOES NOT FIT", "") == lines[1] and "DOES NOT FIT" in lines[2]
-    assert lines[3].split() == ["1x64x256", "prepared", "16x64x256", "sk8", "w4", "s1", "no",
+    assert lines[2].split() == ["1x64x256", "prepared", "16x64x256", "sk8", "w4", "s1", "no",
                                 "loop:", "one", "K", "tile", "a", "program"]
+    assert lines[3].replace(" DOES NOT FIT", "") == lines[1] and "DOES NOT FIT" in lines[3]
+    assert "(Triton 3.9.0)" in sm90_loop.format_rows([dict(row, triton="3.9.0")])
     assert sm90_loop.format_rows([]) == ""
