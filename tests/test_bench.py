@@ -5,6 +5,7 @@ bf16, its fused column where the lookup serves dequant; --model: its arguments, 
 (each layer's bias, or none) and the named Llamas."""
 
 import importlib.util
+import json
 import math
 import os
 import subprocess
@@ -247,6 +248,212 @@ def test_the_named_llamas_have_the_layers_tools_isa_models():
                          * head, hidden),
             "o_proj": (hidden, hidden), "gate_up_proj": (2 * inner, hidden),
             "down_proj": (hidden, inner)}
+
+
+class TinyLM(torch.nn.Module):
+    """What --model reads of a model: config.vocab_size, its MXFP4Linear layers and a forward
+    of input_ids (use_cache False) to .logits; here an embedding and one MXFP4Linear, each
+    forward's input_ids recorded in `seen`."""
+
+    def __init__(self):
+        super().__init__()
+        from types import SimpleNamespace
+
+        from mxfp4_mm.launchers.linear import MXFP4Linear
+        torch.manual_seed(0)
+        self.config = SimpleNamespace(vocab_size=32)
+        self.embed = torch.nn.Embedding(32, 64, dtype=torch.bfloat16)
+        self.head = MXFP4Linear.from_linear(torch.nn.Linear(64, 32, dtype=torch.bfloat16))
+        self.seen = []
+
+    def forward(self, input_ids, use_cache):
+        from types import SimpleNamespace
+        assert use_cache is False
+        self.seen.append(input_ids)
+        return SimpleNamespace(logits=self.head(self.embed(input_ids)))
+
+
+class FakeGPU:
+    """tools.bench's torch with the GPU faked on the CPU (bench.torch): the device's name,
+    synchronize and empty_cache recorded in `log`; CUDA graphs that capture by running the
+    step (a capture numbered in `fail_captures` raises) and replay nothing; generators and
+    randint on the CPU, the device asked for recorded; torch.compile giving a wrapper that
+    records its calls in `compiled_calls`."""
+
+    def __init__(self):
+        import contextlib
+        from types import SimpleNamespace
+        self.log, self.devices, self.compiled, self.compiled_calls = [], [], [], []
+        self.fail_captures = ()
+        captures = iter(range(1, 100))
+        fake = self
+
+        class Graph:
+            def replay(self):
+                fake.log.append("replay")
+
+        @contextlib.contextmanager
+        def graph(_):
+            number = next(captures)
+            if number in fake.fail_captures:
+                raise RuntimeError(f"capture {number}\n  failed   here")
+            fake.log.append("capture")
+            yield
+            fake.log.append("captured")
+        self.cuda = SimpleNamespace(
+            get_device_name=lambda: "Fake GPU", synchronize=lambda: self.log.append("sync"),
+            empty_cache=lambda: self.log.append("empty_cache"), CUDAGraph=Graph, graph=graph)
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    def Generator(self, device):
+        self.devices.append(device)
+        return torch.Generator()
+
+    def randint(self, low, high, size, device, generator):
+        self.devices.append(device)
+        return torch.randint(low, high, size, generator=generator)
+
+    def compile(self, model, mode, dynamic):
+        self.compiled.append((model, mode, dynamic))
+
+        def call(**inputs):
+            self.compiled_calls.append(model)
+            return model(**inputs)
+        return call
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    fake = FakeGPU()
+    monkeypatch.setattr(bench, "torch", fake)
+    return fake
+
+
+def test_a_captured_step_runs_eagerly_then_replays_the_graph_its_capture_made(fake_gpu):
+    steps = []
+
+    def model(input_ids, use_cache):
+        from types import SimpleNamespace
+        steps.append((input_ids, use_cache))
+        fake_gpu.log.append("step")
+        return SimpleNamespace(logits=torch.full((1, 1, 4), len(steps)))
+    ids = torch.tensor([[7]])
+    replay = bench.captured_step(model, ids)
+    assert fake_gpu.log == ["step", "sync", "capture", "step", "captured"]
+    assert all(seen is ids and use_cache is False for seen, use_cache in steps)
+    assert torch.equal(replay(), torch.full((1, 1, 4), 2)) and fake_gpu.log[-1] == "replay"
+    assert len(steps) == 2
+
+
+@pytest.mark.interpreter
+@NEEDS_TRANSFORMERS
+def test_the_model_mode_times_each_mode_and_m_beside_the_twin_and_goes_on_past_a_failure(
+        fake_gpu, monkeypatch, tmp_path, capsys):
+    """run_model through main on the CPU, the GPU faked (FakeGPU) and the runner's loop a fake
+    whose n-th timed variant takes 10n µs: per M of --m (input_ids from a generator seeded 0 on
+    the device) and mode of --modes a row, the MXFP4 step timed before its twin's; the
+    compiled mode on models torch.compile made once each; a mode that fails (the capture at
+    M = 2) a row with its error in one line, and the next mode runs; a profile of both steps
+    where a target is missed or none is set; the cache emptied after each M; the JSON."""
+    loops, built, profiled = [], [], []
+
+    class Loop:
+        def __init__(self, clear_bytes):
+            loops.append(self)
+            self.clear_bytes, self.calls = clear_bytes, []
+
+        def time(self, fn, calls):
+            self.calls.append(calls)
+            for _ in range(calls):
+                fn()
+            return [10.0 * sum(map(len, (loop.calls for loop in loops)))] * calls
+
+    def load_model(source, device):
+        built.append((str(source), device))
+        return TinyLM()
+    monkeypatch.setattr(bench, "RunnerLoop", Loop)
+    monkeypatch.setattr(bench, "load_model", load_model)
+    monkeypatch.setattr(bench, "gpu_problem", lambda: None)
+    monkeypatch.setattr(bench, "profile_summary",
+                        lambda step: profiled.append(step) or f"profile {len(profiled)}")
+    fake_gpu.fail_captures = (3,)     # M = 2's first: a captured mode captures both models
+    out = tmp_path / "model.json"
+    assert bench.main(["--model", "llama-3-8b", "--m", "1,2", "--modes", "eager,captured,compiled",
+                       "--calls", "2", "--clear-bytes", "4096", "--profile",
+                       "--json", str(out)]) == 0
+    assert built == [("llama-3-8b", "cuda")]
+    assert [loop.clear_bytes for loop in loops] == [4096] and set(loops[0].calls) == {2}
+    report = json.loads(out.read_text())
+    rows = report["rows"]
+    assert [(row["mode"], row["m"]) for row in rows] == [
+        ("eager", 1), ("captured", 1), ("compiled", 1), ("eager", 2), ("captured", 2),
+        ("compiled", 2)]
+    assert rows[4] == {"mode": "captured", "m": 2, "error": "RuntimeError: capture 3 failed here"}
+    timed = [row for row in rows if "error" not in row]
+    assert [(row["mxfp4_us"], row["bf16_us"]) for row in timed] == [
+        (10.0 * i, 10.0 * (i + 1)) for i in (1, 3, 5, 7, 9)]
+    assert [row["target"] for row in timed] == [1.05, 0.5, None, 1.05, None]
+    assert [row["met"] for row in timed] == [True, False, None, True, None]
+    assert all(row["rel_eager"] == 0.0 and row["emulated_ok"] for row in timed)
+    assert report["profiles"] == {"captured M=1": {"mxfp4": "profile 1", "bf16": "profile 2"},
+                                  "compiled M=1": {"mxfp4": "profile 3", "bf16": "profile 4"},
+                                  "compiled M=2": {"mxfp4": "profile 5", "bf16": "profile 6"}}
+    assert {key: report[key] for key in ("device", "model", "calls", "mxfp4_layers", "modes")} == {
+        "device": "Fake GPU", "model": "llama-3-8b", "calls": 2, "mxfp4_layers": 1,
+        "modes": ["eager", "captured", "compiled"]}
+    mxfp4, twin = fake_gpu.compiled[0][0], fake_gpu.compiled[1][0]
+    assert [(mode, dynamic) for _, mode, dynamic in fake_gpu.compiled] == [
+        ("max-autotune-no-cudagraphs", False)] * 2
+    assert isinstance(mxfp4, TinyLM) and type(twin.head) is torch.nn.Linear
+    assert set(map(id, fake_gpu.compiled_calls)) == {id(mxfp4), id(twin)}
+    generator = torch.Generator().manual_seed(0)
+    expected = [torch.randint(0, 32, (m, 1), generator=generator) for m in (1, 2)]
+    first_of_each_m = [ids for ids in mxfp4.seen if ids.shape[0] == 1][:1] + \
+        [ids for ids in mxfp4.seen if ids.shape[0] == 2][:1]
+    assert all(torch.equal(got, want) for got, want in zip(first_of_each_m, expected))
+    assert set(fake_gpu.devices) == {"cuda"} and fake_gpu.log.count("empty_cache") == 2
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("device: Fake GPU; llama-3-8b: TinyLM, 1 MXFP4Linear layers, "
+                                 "loaded with its bf16 twin in ")
+    assert printed[0].endswith(" s; modes eager, captured, compiled; 2 timed calls each")
+    assert printed[1].startswith("eager M=1 (") and printed[1].split("): ")[1].split()[:4] == [
+        "eager", "1", "10.0", "20.0"]
+    assert printed[5].split("): ")[1] == ("captured     2 failed: RuntimeError: capture 3 "
+                                          "failed here")
+
+
+def test_a_profile_summary_ranks_a_few_steps_ops_by_device_then_host_time(monkeypatch):
+    monkeypatch.setattr(bench.torch.cuda, "synchronize", lambda: None)
+    calls = []
+
+    def step():
+        calls.append(1)
+        return torch.ones(8).mul(2).add(1)
+    text = bench.profile_summary(step, rows=1)
+    assert len(calls) == 1 + bench.PROFILED_STEPS
+    device, host = text.split(f"{bench.PROFILED_STEPS} steps, by host time:\n")
+    assert device.startswith(f"{bench.PROFILED_STEPS} steps, by device time:\n")
+    for table in (device, host):
+        ops = [line.split()[0] for line in table.splitlines() if line.lstrip().startswith("aten::")]
+        assert len(ops) == 1
+
+
+def test_the_model_comes_from_its_name_or_its_export(monkeypatch):
+    """load_model: a name of LLAMA_CONFIGS builds that Llama (mxfp4_llama), anything else is an
+    export's folder (load_quark); either on the device asked for."""
+    from mxfp4_mm.launchers import linear
+    from mxfp4_mm.tools.model_shapes import LLAMA_CONFIGS
+    built = []
+    monkeypatch.setattr(bench, "mxfp4_llama", lambda config, device: built.append(
+        ("llama", config, device)) or "a llama")
+    monkeypatch.setattr(linear, "load_quark", lambda source, device: built.append(
+        ("quark", source, device)) or "an export")
+    assert bench.load_model(Path("llama-3-70b"), "cuda:1") == "a llama"
+    assert bench.load_model(QUARK_EXPORT, "cuda") == "an export"
+    assert built == [("llama", LLAMA_CONFIGS["llama-3-70b"], "cuda:1"),
+                     ("quark", QUARK_EXPORT, "cuda")]
 
 
 # ----------------------------------------------------------------------------- served paths

@@ -468,6 +468,63 @@ def test_the_prepared_launchers_contract(monkeypatch):
     assert wrapped.kernel_launches() == split.kernel_launches()
 
 
+def gemm_arguments(m, n, k, a_strides=None, backend="cuda"):
+    """{name: value} of the non-tensor arguments of the prepared GEMM's launch of one call
+    (prepared_launch_specs, the rule's config), on the meta device."""
+    config = prepared.prepared_config(m, n, k)
+    specs = prepared.prepared_launch_specs(config, backend, m, n, k, a_strides or (k, 1), "meta")
+    gemm = specs[-1]
+    assert gemm.name == "gemm" and gemm.kernel is hopper_prepared_gemm.hopper_prepared_gemm_kernel
+    named = dict(zip(gemm.kernel.arg_names, gemm.sample_args))
+    return {name: value for name, value in named.items() if not isinstance(value, torch.Tensor)}
+
+
+def test_the_gemms_arguments_for_a_quantized_once_a_split_k_and_a_strided_a():
+    """A quantized once (M = 8, BLOCK_M 16): A_ROWS all of BLOCK_M although M is fewer (its
+    values are loaded into the MMA's operand as they are); A quantized by each program (M = 3):
+    the power of two at or above M. EVEN_K where K is a multiple of the split's size. Split K
+    with a strided A: the strides as A has them, the partials' of [splits, M, N]."""
+    once = gemm_arguments(8, 128, 512)
+    assert (once["M"], once["N"], once["K"], once["K_UNITS"]) == (8, 128, 512, 8)
+    assert (once["BLOCK_M"], once["BLOCK_N"], once["A_ROWS"]) == (16, 128, 16)
+    assert (once["A_DEQUANTIZED"], once["EVEN_K"], once["SPLIT_K"]) == (True, True, 1)
+    assert (once["THREADS"], once["PREFETCH"], once["CACHE_MODIFIER"]) == (256, True, None)
+    assert once["stride_am"] == 512 and once["stride_ak"] == 1   # A's values, bf16 [M, K]
+    each = gemm_arguments(3, 64, 320)
+    assert (each["A_ROWS"], each["A_DEQUANTIZED"], each["EVEN_K"], each["K_UNITS"]) == (
+        4, False, False, 8)
+    assert each["SPLIT_K_SIZE"] == 512 and each["THREADS"] == 128
+    split = gemm_arguments(5, 128, 1024, a_strides=(2048, 1))
+    assert (split["SPLIT_K"], split["SPLIT_K_SIZE"], split["REDUCE_IN_GEMM"], split["EVEN_K"]) == (
+        2, 512, True, True)
+    assert (split["stride_am"], split["stride_ak"], split["stride_cm"]) == (2048, 1, 128)
+    assert (split["stride_ps"], split["stride_pm"]) == (5 * 128, 128)
+    assert gemm_arguments(5, 128, 1024, a_strides=(1, 5))["stride_ak"] == 5
+
+
+def test_a_call_of_a_quantized_once_a_launches_the_quantize_then_the_dequantize_then_the_gemm():
+    """From A_DEQUANTIZED_MIN_M: kernels.quantize's software quantizer over A as it is given
+    (its strides), then kernels.dequantize into a bf16 [M, K] that the GEMM reads; each launch
+    passes its own tensors per call (the quantizer A and its outputs, the dequantizer codes,
+    scales and output, the GEMM its six)."""
+    m, n, k = prepared.A_DEQUANTIZED_MIN_M, 128, 512
+    config = prepared.prepared_config(m, n, k)
+    specs = prepared.prepared_launch_specs(config, "cuda", m, n, k, (1, m), "meta")
+    assert [(spec.name, spec.per_call) for spec in specs] == [
+        ("quantize", 3), ("dequantize_a", 3), ("gemm", 6)]
+    quantize, dequantize, gemm = specs
+    assert quantize.sample_args[0].stride() == (1, m)
+    assert "software" in quantize.sample_args
+    codes, scales, values = dequantize.sample_args[:3]
+    assert codes.dtype == torch.uint8 and tuple(values.shape) == (m, k)
+    assert values.dtype == torch.bfloat16 and values.stride() == (k, 1)
+    assert gemm.sample_args[0].stride() == (k, 1)
+    assert dequantize.options == {"num_warps": 4, "num_stages": 1} and gemm.options == {
+        "num_warps": config.num_warps, "num_stages": config.num_stages}
+    assert gemm.grid == (config.splits_for(k)[0] * formats.cdiv(m, 16) * formats.cdiv(n, 128),
+                         1, 1)
+
+
 def test_the_ladder_of_the_prepared_path_is_the_direct_then_the_standard_launch(monkeypatch):
     """Both rungs the rule's config, for the call's problem; nothing below them."""
     built = []

@@ -109,8 +109,8 @@ def test_custom_kernels_row_compiles_the_gemm_of_the_looked_up_config_as_cuda_la
                                                    "meta") if spec.name == "gemm"][0]
         compiled.kernels.clear()
         row = sm90_loop.loop_row("custom_kernel", (m, 4096, 4096))
-        assert compiled.kernels == [(kernel, [a for a in gemm.sample_args if not hasattr(a, "stride")],
-                                     (4096, 1), gemm.options, 90)]
+        scalars = [a for a in gemm.sample_args if not hasattr(a, "stride")]
+        assert compiled.kernels == [(kernel, scalars, (4096, 1), gemm.options, 90)]
         assert row["config"]["label"] == config.label
         assert row["layout"] == sm90_loop.LAYOUTS["custom_kernel"]
 
