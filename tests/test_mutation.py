@@ -1,4 +1,7 @@
-"""tools.mutation's summary: the product (kernels/, launchers/) and the tools scored apart."""
+"""tools.mutation: its summary (the product, kernels/ and launchers/, and the tools scored
+apart); the mutants --only's globs select, reported alone; the tests --tests gives mutmut in
+place of its selection (under the package's name in mutmut's copy), a missing one refused; the
+selection mutmut is told of exists."""
 
 from mxfp4_mm.tools import mutation
 
@@ -52,3 +55,45 @@ def test_every_test_mutmut_is_told_to_select_exists():
                                 "-p", "no:cacheprovider", *node_ids], cwd=root,
                                capture_output=True, text=True)
     assert collected.returncode == 0, collected.stdout[-1000:] + collected.stderr[-1000:]
+
+
+def test_only_runs_the_mutants_matching_any_of_its_globs_and_reports_those_alone(monkeypatch,
+                                                                                 tmp_path):
+    """--only with --sample 0: mutmut runs the globs (with the package's name), and the results
+    hold their mutants only, not every mutant mutmut generated (those would count as not run)."""
+    generated = {"launchers.a.x_f__mutmut_1": (1, ""), "launchers.b.x_g__mutmut_1": (0, "d"),
+                 "tools.c.x_h__mutmut_1": (None, "")}
+    asked = []
+    monkeypatch.setattr(mutation, "_mutmut", lambda tree, workers, names, log, deadline=None:
+                        asked.append(names))
+    monkeypatch.setattr(mutation, "_results", lambda tree, log: dict(generated))
+    only = ["launchers.a.*", "launchers.b.x_g*"]
+    results = mutation.run_mutmut(tmp_path, 2, only, 0, None)
+    assert asked == [only]
+    assert results == {name: generated[name] for name in ("launchers.a.x_f__mutmut_1",
+                                                          "launchers.b.x_g__mutmut_1")}
+    assert mutation.run_mutmut(tmp_path, 2, [], 0, None) == generated
+    assert mutation.selected("tools.c.x_h__mutmut_1", []) and \
+        not mutation.selected("tools.c.x_h__mutmut_1", only)
+
+
+def test_the_tests_asked_for_replace_mutmuts_selection_in_its_copy(tmp_path):
+    import pytest
+    tomllib = pytest.importorskip("tomllib")      # Python 3.11+
+    package = tmp_path / mutation.PACKAGE
+    (package / "tests").mkdir(parents=True)
+    (package / "launchers").mkdir()
+    for name in ("test_a.py", "test_b.py"):
+        (package / "tests" / name).write_text("def test_x():\n    pass\n")
+    (package / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n\n[tool.mutmut]\n'
+        'source_paths = ["launchers/"]\nalso_copy = []\n'
+        'pytest_add_cli_args_test_selection = [\n    "tests/test_a.py",\n]\n')
+    mutation.select_tests(package, ["tests/test_b.py::test_x", "tests/test_a.py"])
+    with pytest.raises(SystemExit):
+        mutation.select_tests(package, ["tests/test_c.py"])
+    mutation.mutmut_layout(tmp_path)
+    mutmut = tomllib.loads((tmp_path / "pyproject.toml").read_text())["tool"]["mutmut"]
+    assert mutmut["pytest_add_cli_args_test_selection"] == [
+        "mxfp4_mm/tests/test_b.py::test_x", "mxfp4_mm/tests/test_a.py"]
+    assert mutmut["source_paths"] == ["mxfp4_mm/launchers/"]

@@ -86,16 +86,40 @@ def copy_tree(root: Path, destination: Path) -> None:
             target = destination / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
+    link_side_tritons(destination)
+
+
+def link_side_tritons(destination: Path) -> None:
+    """destination/.triton: a link to this checkout's side Triton installs, where it has some."""
     if (ROOT / ".triton").is_dir():
+        destination.mkdir(parents=True, exist_ok=True)
         (destination / ".triton").symlink_to(ROOT / ".triton")
+
+
+def _selection_span(text: str) -> tuple:
+    """(start, end) of the mutmut test selection's list in a pyproject.toml's text."""
+    start = text.index("pytest_add_cli_args_test_selection = [")
+    return start, text.index("]", start) + 1
+
+
+def select_tests(tree: Path, tests) -> None:
+    """tree's mutmut test selection replaced by `tests` (paths or node ids of tree's tests),
+    refused where one is no file of tree."""
+    missing = [test for test in tests if not (tree / test.partition("::")[0]).is_file()]
+    if missing:
+        fail(f"--tests: no such test file: {', '.join(missing)}")
+    text = (tree / "pyproject.toml").read_text()
+    start, end = _selection_span(text)
+    listed = ", ".join(json.dumps(test) for test in tests)
+    (tree / "pyproject.toml").write_text(
+        text[:start] + f"pytest_add_cli_args_test_selection = [{listed}]" + text[end:])
 
 
 def use_config_of_this_checkout(tree: Path) -> None:
     """This checkout's pyproject.toml in tree, its mutmut test selection cut to the tests that
     tree has."""
     text = (ROOT / "pyproject.toml").read_text()
-    start = text.index("pytest_add_cli_args_test_selection = [")
-    end = text.index("]", start) + 1
+    start, end = _selection_span(text)
     selection = tomllib.loads(text[start:end])["pytest_add_cli_args_test_selection"]
 
     def present(test):
@@ -335,6 +359,10 @@ def build_parser():
                         help=f"stop after this many seconds in all, keeping what ran (default "
                              f"{DEFAULT_BUDGET_S:.0f}; the mutants left, the slowest mutmut ones "
                              f"among them, are reported not run)")
+    parser.add_argument("--tests", nargs="+", metavar="TEST",
+                        help="the tests mutmut may run (paths or node ids), instead of "
+                             "[tool.mutmut]'s selection: per mutant those of them that call its "
+                             "function; fewer tests, a faster run and a lower score at most")
     parser.add_argument("--no-kernels", action="store_true", help="skip the kernel mutants")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     return parser
@@ -352,7 +380,10 @@ def main(argv=None) -> int:
     copy_tree(root, tree / PACKAGE)
     if root != ROOT:   # another tree (a baseline) is measured with this checkout's config
         use_config_of_this_checkout(tree / PACKAGE)
+    if args.tests:
+        select_tests(tree / PACKAGE, args.tests)
     mutmut_layout(tree)
+    link_side_tritons(tree / "mutants" / PACKAGE)     # mutmut's own copy, where the tests run
     print(f"tools.mutation: working in {work} (log {log_path})", flush=True)
     with open(log_path, "w") as log:
         deadline = started + args.budget_s
@@ -364,6 +395,8 @@ def main(argv=None) -> int:
     lines, _ = summarize(results, kernel_results, load_equivalents(EQUIVALENT_FILE),
                          time.monotonic() - started,
                          {entry["id"]: entry["file"] for entry in kernel_mutants})
+    if args.tests:
+        lines.insert(1, f"tests: {' '.join(args.tests)} (not [tool.mutmut]'s selection)")
     (work / "summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     if not args.keep:
