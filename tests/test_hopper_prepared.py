@@ -131,6 +131,14 @@ def test_the_layout_refuses_n_or_k_off_its_unit_naming_both():
     assert layout.swizzle(codes[:16, :32], scales[:16]).k == 64
 
 
+def test_decoded_words_are_uint8_codes_four_pairs_of_two_a_word():
+    codes = torch.randint(0, 16, (3, 5, 4, 2), generator=torch.Generator().manual_seed(4),
+                          dtype=torch.uint8)
+    decoded = layout.decode_words(layout.encode_words(codes))
+    assert decoded.dtype == torch.uint8 and decoded.shape == (3, 5, 4, 2)
+    assert torch.equal(decoded, codes)
+
+
 def test_a_weight_with_a_scale_above_2_or_nan_takes_the_wide_conversion():
     codes, scales = random_mxfp4(16, 64, seed=3, high=129)
     assert not layout.swizzle(codes, scales).wide_scales

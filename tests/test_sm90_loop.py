@@ -49,6 +49,15 @@ def test_the_main_loop_is_read_between_its_hex_addresses():
         line.split()[0].split(".")[0] for line in LOOP_OPCODES] + ["BRA"]
 
 
+@pytest.mark.parametrize("first, before", [(0x1f0, 3), (0x0, 0)])
+def test_a_short_loop_is_read_between_its_hex_addresses(first, before):
+    """Three instructions from 0x1f0, whose branch back sits two instructions on; and the
+    program's very first instructions."""
+    loop = ["HGMMA.64x16x16.F32.BF16 R24, R8, gdesc[UR8], R24", "IADD3 R3, R3, 0x1, RZ"]
+    assert [op.split(".")[0] for op in sm90_loop.main_loop(sass(first, loop, before))] == [
+        "HGMMA", "IADD3", "BRA"]
+
+
 @pytest.fixture
 def compiled(monkeypatch):
     """Every GEMM compiles to LOOP with `shared` bytes of shared memory (set it on the returned
@@ -120,6 +129,14 @@ def test_a_path_without_a_gemm_compiles_nothing_and_says_so(compiled):
     assert compiled.kernels == []
     assert row["launches"] == ["quantize", "dequantize_a", "dequantize_b"]
     assert row["loop_sass_per_k_tile"] is None and row["note"] == "no Triton GEMM on this path"
+
+
+def test_below_a_quantized_once_the_prepared_gemm_is_compiled_for_a_row_major_a(compiled):
+    """At M = 1 the GEMM reads A as the call gives it: compiled for A [M, K] with strides
+    (K, 1)."""
+    sm90_loop.loop_row("prepared", (1, 4096, 4096))
+    assert [(name, a_strides) for name, _, a_strides, _, _ in compiled.kernels] == [
+        ("hopper_prepared_gemm_kernel", (4096, 1))]
 
 
 def test_shared_memory_fits_up_to_sm90s_and_not_a_byte_more(compiled):
