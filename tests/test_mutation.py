@@ -1,7 +1,11 @@
 """tools.mutation: its summary (the product, kernels/ and launchers/, and the tools scored
 apart); the mutants --only's globs select, reported alone; the tests --tests gives mutmut in
-place of its selection (under the package's name in mutmut's copy), a missing one refused; the
-selection mutmut is told of exists."""
+place of its selection (under the package's name in mutmut's copy), a missing one refused; a
+mutmut run fails the tool where mutmut says in that run that its tests failed, not where the
+deadline cut it short, and what it forked ends with it; the selection mutmut is told of
+exists."""
+
+import time
 
 from mxfp4_mm.tools import mutation
 
@@ -97,3 +101,66 @@ def test_the_tests_asked_for_replace_mutmuts_selection_in_its_copy(tmp_path):
     assert mutmut["pytest_add_cli_args_test_selection"] == [
         "mxfp4_mm/tests/test_b.py::test_x", "mxfp4_mm/tests/test_a.py"]
     assert mutmut["source_paths"] == ["mxfp4_mm/launchers/"]
+
+
+FAKE_MUTMUT = """
+import os, sys, time
+what = os.environ["FAKE_MUTMUT"]
+if what == "fails":
+    print("failed to collect stats. runner returned 1", flush=True)
+    sys.exit(1)
+if what == "slow":              # its stats run in a forked child, as mutmut's is
+    child = os.fork()
+    if child == 0:
+        time.sleep(60)
+        os._exit(0)
+    open(os.environ["FAKE_MUTMUT_CHILD"], "w").write(str(child))
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        print("failed to collect stats. runner returned 2", flush=True)
+        sys.exit(1)
+print("done", flush=True)
+"""
+
+
+def _ended(pid: int, wait_s: float = 10.0) -> bool:
+    """Whether process pid ends (or is a zombie) within wait_s: a killed process takes a moment."""
+    stop = time.monotonic() + wait_s
+    while True:
+        try:
+            state = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()[0]
+        except FileNotFoundError:
+            return True
+        if state in ("Z", "X"):
+            return True
+        if time.monotonic() > stop:
+            return False
+        time.sleep(0.05)
+
+
+def test_a_mutmut_run_fails_the_tool_only_where_mutmut_says_its_tests_failed_in_this_run(
+        monkeypatch, tmp_path, capsys):
+    """Where mutmut says its tests failed, the tool fails naming the log; not where the log
+    said so before this run (a kernel mutant's output), nor where the deadline cut mutmut short
+    (it then says its stats failed): the run is cut, and the child it forked ended with it."""
+    import pytest
+    fake = tmp_path / "fake" / "mutmut"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text(FAKE_MUTMUT)
+    monkeypatch.setenv("PYTHONPATH", str(fake.parent))
+    child = tmp_path / "child"
+    monkeypatch.setenv("FAKE_MUTMUT_CHILD", str(child))
+    with open(tmp_path / "log.txt", "w") as log:
+        log.write("--- kernel mutant k: failed to collect stats\n")
+        monkeypatch.setenv("FAKE_MUTMUT", "ok")
+        assert mutation._mutmut(tmp_path, 2, ["x"], log) is False
+        monkeypatch.setenv("FAKE_MUTMUT", "slow")
+        assert mutation._mutmut(tmp_path, 2, ["x"], log, time.monotonic() + 3) is True
+        assert _ended(int(child.read_text()))
+        monkeypatch.setenv("FAKE_MUTMUT", "fails")
+        with pytest.raises(SystemExit):
+            mutation._mutmut(tmp_path, 2, ["x"], log)
+    assert "tools.mutation: mutmut: failed to collect stats (the tests fail in mutmut's copy; " \
+           f"see {tmp_path / 'log.txt'})" in capsys.readouterr().err

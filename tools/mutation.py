@@ -42,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT_FILE = ROOT / "mutation" / "equivalent.toml"
 KERNEL_MUTANTS_FILE = ROOT / "mutation" / "kernel_mutants.toml"
 KERNEL_TEST_TIMEOUT_S = 600
+MUTMUT_STOP_S = 120     # how long mutmut, interrupted, may take to save what it has
 DEFAULT_SAMPLE = 300
 DEFAULT_BUDGET_S = 3300.0
 PRODUCT = ("kernels", "launchers")   # the submission's code; everything else is tools
@@ -176,24 +177,48 @@ def area(module: str) -> str:
     return "product" if module.replace("/", ".").split(".")[0] in PRODUCT else "tools"
 
 
-def _mutmut(tree: Path, workers: int, names: list, log, deadline=None) -> None:
-    """mutmut run in tree; interrupted (it keeps what it has) at the deadline (monotonic s)."""
+# mutmut's words for a run that could not run the tests in its copy
+MUTMUT_SETUP_FAILURES = ("failed to collect stats", "Failed to run clean test",
+                         "Failed to run pytest with args")
+
+
+def _mutmut(tree: Path, workers: int, names: list, log, deadline=None) -> bool:
+    """mutmut run in tree, in a process group of its own; at the deadline (monotonic s)
+    interrupted as Ctrl-C interrupts it (it keeps what it has), and whatever it forked that
+    outlives it ended (an interrupted run leaves the child running its tests). Returns whether
+    the deadline cut it short. Fails where mutmut, not cut short, says in this run's output
+    that it could not run the tests in its copy."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
     log.flush()
+    start = os.path.getsize(log.name)
     process = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children",
                                 str(workers), *(f"{PACKAGE}.{name}" for name in names)],
-                               cwd=tree, env=env, stdout=log,
-                               stderr=subprocess.STDOUT)
+                               cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    cut = False
     try:
         process.wait(None if deadline is None else max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGINT)
+        cut = True
+    finally:                          # also where tools.mutation itself is interrupted
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(MUTMUT_STOP_S)
+            except subprocess.TimeoutExpired:
+                pass                  # ended with the rest of its group below
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:    # nothing of it left
+            pass
         process.wait()
-    text = Path(log.name).read_text(errors="replace")
-    for failure in ("failed to collect stats", "Failed to run clean test",
-                    "Failed to run pytest with args"):
-        if failure in text:
+    with open(log.name, "rb") as output:
+        output.seek(start)
+        text = output.read().decode(errors="replace")
+    for failure in MUTMUT_SETUP_FAILURES:
+        if failure in text and not cut:
             fail(f"mutmut: {failure} (the tests fail in mutmut's copy; see {log.name})")
+    return cut
 
 
 def _results(tree: Path, log) -> dict:
@@ -221,11 +246,12 @@ def run_mutmut(tree: Path, workers: int, only, sample: int, log, deadline=None) 
         _mutmut(tree, workers, list(only), log, deadline)
         return {name: result for name, result in _results(tree, log).items()
                 if selected(name, only)}
-    _mutmut(tree, workers, [NO_MUTANT], log, deadline)   # the mutants and the test map only
+    cut = _mutmut(tree, workers, [NO_MUTANT], log, deadline)   # the mutants and the test map
     names = sorted(name for name in _results(tree, log) if selected(name, only))
     chosen = random.Random(SAMPLE_SEED).sample(names, min(sample, len(names)))
     print(f"tools.mutation: {len(chosen)} of {len(names)} mutants sampled", file=log, flush=True)
-    _mutmut(tree, workers, chosen, log, deadline)
+    if not cut:
+        _mutmut(tree, workers, chosen, log, deadline)
     results = _results(tree, log)
     return {name: results[name] for name in chosen}
 
