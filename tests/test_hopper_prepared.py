@@ -533,6 +533,92 @@ def test_a_call_of_a_quantized_once_a_launches_the_quantize_then_the_dequantize_
                          1, 1)
 
 
+class RecordedLaunch:
+    """A launch of a PreparedLauncher, faked: `is_direct` as given; each call recorded in
+    `calls` as ("direct" or "standard", its arguments)."""
+
+    def __init__(self, calls, name, is_direct):
+        self.calls, self.name, self.is_direct = calls, name, is_direct
+
+    def __call__(self, *arguments):
+        self.calls.append((self.name, "direct", arguments))
+
+    def direct(self, *arguments):
+        self.calls.append((self.name, "direct", arguments))
+
+    def standard(self, *arguments):
+        self.calls.append((self.name, "standard", arguments))
+
+
+def recorded_launcher(m, n, k, is_direct=True):
+    """A PreparedLauncher built for the interpreter, its launches RecordedLaunch; (launcher,
+    the calls)."""
+    launcher = prepared.PreparedLauncher(prepared.prepared_config(m, n, k), "interpreter", m, n,
+                                         k, (k, 1), "cpu", True)
+    calls = []
+    launcher.launches = {name: RecordedLaunch(calls, name, is_direct)
+                         for name in launcher.launches}
+    return launcher, calls
+
+
+def test_a_call_takes_the_direct_launch_with_its_operands_as_they_come_and_a_counter_row_in_turn():
+    """Split K (two splits): fp32 partials [splits, M, N] and the launcher's counter rows, one
+    after the other call by call; the direct launch takes values and scales themselves, after
+    the constants of the launch."""
+    m, n, k = 5, 128, 1024
+    launcher, calls = recorded_launcher(m, n, k)
+    a = torch.zeros(m, k, dtype=torch.bfloat16)
+    weight = layout.swizzle(*random_mxfp4(n, k, seed=2))
+    outs = [launcher(a, weight.values, weight.scales) for _ in range(3)]
+    assert [(name, how) for name, how, _ in calls] == [("gemm", "direct")] * 3
+    rows = launcher.counter_rows
+    for (_, _, arguments), out, row in zip(calls, outs, (0, 1, 2)):
+        assert arguments[0] is a and arguments[1] is weight.values and arguments[2] is weight.scales
+        assert arguments[3] is out and out.shape == (m, n) and out.dtype == torch.bfloat16
+        assert arguments[4].shape == (2, m, n) and arguments[4].dtype == torch.float32
+        assert arguments[5] is rows[row]
+        assert arguments[6:] == tuple(launcher.constants["gemm"])
+    assert outs[0] is not outs[1]
+
+
+def test_a_call_takes_the_standard_launch_on_the_kernels_views_where_asked_or_misaligned():
+    """direct=False, or a tensor 8 bytes off the alignment, or a launch without the direct
+    launch: the standard launch, on weight_arguments' views of the weight; without split K the
+    output stands in for partials and counters."""
+    m, n, k = 3, 64, 256
+    weight = layout.swizzle(*random_mxfp4(n, k, seed=2))
+    views = hopper_prepared_gemm.weight_arguments(weight)
+    a = torch.zeros(m, k + 4, dtype=torch.bfloat16)
+    for launcher_direct, operand, direct in ((True, a[:, :k], False), (True, a[:, 4:], True),
+                                             (False, a[:, :k], True)):
+        launcher, calls = recorded_launcher(m, n, k, launcher_direct)
+        out = launcher(operand, weight.values, weight.scales, direct)
+        [(name, how, arguments)] = calls
+        assert (name, how) == ("gemm", "standard")
+        assert arguments[0] is operand
+        assert all(torch.equal(got, view) and got.dtype == view.dtype
+                   for got, view in zip(arguments[1:3], views))
+        assert arguments[3] is arguments[4] is arguments[5] is out
+
+
+def test_a_call_of_a_quantized_once_a_quantizes_then_dequantizes_then_multiplies_its_values():
+    m, n, k = prepared.A_DEQUANTIZED_MIN_M, 128, 256
+    launcher, calls = recorded_launcher(m, n, k)
+    a = torch.zeros(m, k, dtype=torch.bfloat16)
+    weight = layout.swizzle(*random_mxfp4(n, k, seed=2))
+    launcher(a, weight.values, weight.scales)
+    assert [(name, how) for name, how, _ in calls] == [
+        ("quantize", "direct"), ("dequantize_a", "direct"), ("gemm", "direct")]
+    (_, _, quantize), (_, _, dequantize), (_, _, gemm) = calls
+    codes, scales = quantize[1:3]
+    assert quantize[0] is a and dequantize[:2] == (codes, scales)
+    values = dequantize[2]
+    assert values.shape == (m, k) and values.dtype == torch.bfloat16 and gemm[0] is values
+    launcher(a, weight.values, weight.scales, direct=False)
+    assert [(name, how) for name, how, _ in calls[3:]] == [
+        ("quantize", "standard"), ("dequantize_a", "standard"), ("gemm", "standard")]
+
+
 def test_the_ladder_of_the_prepared_path_is_the_direct_then_the_standard_launch(monkeypatch):
     """Both rungs the rule's config, for the call's problem; nothing below them."""
     built = []
