@@ -49,13 +49,16 @@ def test_the_main_loop_is_read_between_its_hex_addresses():
         line.split()[0].split(".")[0] for line in LOOP_OPCODES] + ["BRA"]
 
 
-@pytest.mark.parametrize("first, before", [(0x1f0, 3), (0x0, 0)])
-def test_a_short_loop_is_read_between_its_hex_addresses(first, before):
-    """Three instructions from 0x1f0, whose branch back sits two instructions on; and the
-    program's very first instructions."""
-    loop = ["HGMMA.64x16x16.F32.BF16 R24, R8, gdesc[UR8], R24", "IADD3 R3, R3, 0x1, RZ"]
+HGMMA = "HGMMA.64x16x16.F32.BF16 R24, R8, gdesc[UR8], R24"
+
+
+@pytest.mark.parametrize("first, before, loop", [
+    (0x1f0, 3, [HGMMA, "IADD3 R3, R3, 0x1, RZ"]), (0x0, 0, [HGMMA])])
+def test_a_short_loop_is_read_between_its_hex_addresses(first, before, loop):
+    """Three instructions from 0x1f0, whose branch back sits two instructions on; and a loop
+    of the HGMMA alone at the program's start, its branch back at 0x10."""
     assert [op.split(".")[0] for op in sm90_loop.main_loop(sass(first, loop, before))] == [
-        "HGMMA", "IADD3", "BRA"]
+        line.split()[0].split(".")[0] for line in loop] + ["BRA"]
 
 
 @pytest.fixture
