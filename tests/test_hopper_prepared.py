@@ -510,6 +510,32 @@ def test_the_gemms_arguments_for_a_quantized_once_a_split_k_and_a_strided_a():
     assert gemm_arguments(5, 128, 1024, a_strides=(1, 5))["stride_ak"] == 5
 
 
+def test_the_gemm_is_launched_on_the_tensors_the_kernel_reads():
+    """The sample tensors a launch is bound to, as the kernel takes them: A bf16 [M, K] of the
+    call's strides, the weight's values as int16 [N/16, Kp/64, 256] and scales as int32
+    [N/16, Kp/64, 8], C bf16 [M, N]; with split K fp32 partials [splits, M, N] and an int32
+    counter row, else C in their place."""
+    def tensors(m, n, k, a_strides):
+        config = prepared.prepared_config(m, n, k)
+        gemm = prepared.prepared_launch_specs(config, "cuda", m, n, k, a_strides, "meta")[-1]
+        named = dict(zip(gemm.kernel.arg_names, gemm.sample_args))
+        return {name: named[name] for name in ("a_ptr", "b_ptr", "b_scales_ptr", "c_ptr",
+                                                "partials_ptr", "counters_ptr")}
+    split = tensors(5, 128, 1024, (1, 5))
+    a, b, b_scales, c = (split[name] for name in ("a_ptr", "b_ptr", "b_scales_ptr", "c_ptr"))
+    assert (a.dtype, tuple(a.shape), a.stride()) == (torch.bfloat16, (5, 1024), (1, 5))
+    assert (b.dtype, tuple(b.shape)) == (torch.int16, (8, 16, 256))
+    assert (b_scales.dtype, tuple(b_scales.shape)) == (torch.int32, (8, 16, 8))
+    assert (c.dtype, tuple(c.shape)) == (torch.bfloat16, (5, 128))
+    assert split["partials_ptr"].dtype == torch.float32
+    assert tuple(split["partials_ptr"].shape) == (2, 5, 128)
+    assert split["counters_ptr"].dtype == torch.int32
+    assert all(tensor.device.type == "meta" for tensor in split.values())
+    whole = tensors(3, 64, 320, (320, 1))
+    assert tuple(whole["b_ptr"].shape) == (4, 8, 256)
+    assert whole["partials_ptr"] is whole["c_ptr"] is whole["counters_ptr"]
+
+
 def test_a_call_of_a_quantized_once_a_launches_the_quantize_then_the_dequantize_then_the_gemm():
     """From A_DEQUANTIZED_MIN_M: kernels.quantize's software quantizer over A as it is given
     (its strides), then kernels.dequantize into a bf16 [M, K] that the GEMM reads; each launch
@@ -617,6 +643,42 @@ def test_a_call_of_a_quantized_once_a_quantizes_then_dequantizes_then_multiplies
     launcher(a, weight.values, weight.scales, direct=False)
     assert [(name, how) for name, how, _ in calls[3:]] == [
         ("quantize", "standard"), ("dequantize_a", "standard"), ("gemm", "standard")]
+
+
+def test_the_ops_fake_gives_a_bf16_m_by_n_on_as_device():
+    """What torch.compile traces the op with (on meta tensors): a new bf16 [M, N], N 16 rows a
+    weight tile."""
+    a = torch.empty(3, 256, dtype=torch.bfloat16, device="meta")
+    values = torch.empty(5, 4, 8, 4, 4, 4, dtype=torch.uint8, device="meta")
+    scales = torch.empty(5, 4, 8, 2, 2, dtype=torch.uint8, device="meta")
+    out = torch.ops.mxfp4_mm.gemm_prepared(a, values, scales, 256, False)
+    assert (tuple(out.shape), out.dtype, out.device.type) == ((3, 80), torch.bfloat16, "meta")
+
+
+def test_each_problem_takes_a_launcher_of_its_own_and_no_rows_none(fresh_cache, monkeypatch,
+                                                                   device):
+    """The launcher cache keyed by the problem (launchers.cached_launcher): another M, another
+    weight (N or K) each build one, the same problem again none; M = 0 gives an empty bf16
+    [0, N] without building any."""
+    built = []
+
+    def build(arch, backend, m, n, k, a_strides, device, wide_scales):
+        built.append((m, n, k))
+        number = len(built)
+        return lambda a, values, scales: torch.full((m, n), number, dtype=torch.bfloat16,
+                                                    device=a.device)
+    monkeypatch.setattr(prepared, "proven_prepared_launcher", build)
+    weights = {(n, k): prepared.hopper_weight_from_mxfp4(*(t.to(device) for t in random_mxfp4(
+        n, k, seed=n + k))) for n, k in ((64, 256), (32, 256), (64, 320))}
+
+    def call(m, n, k):
+        return prepared.gemm_prepared(torch.zeros(m, k, dtype=torch.bfloat16, device=device),
+                                      weights[n, k])
+    empty = call(0, 64, 256)
+    assert (tuple(empty.shape), empty.dtype, built) == ((0, 64), torch.bfloat16, [])
+    assert [int(call(*shape)[0, 0]) for shape in ((2, 64, 256), (3, 64, 256), (2, 64, 256),
+                                                   (2, 32, 256), (2, 64, 320))] == [1, 2, 1, 3, 4]
+    assert built == [(2, 64, 256), (3, 64, 256), (2, 32, 256), (2, 64, 320)]
 
 
 def test_the_ladder_of_the_prepared_path_is_the_direct_then_the_standard_launch(monkeypatch):
