@@ -1,7 +1,7 @@
 """Mutation testing of the suite: how many seeded one-line bugs do the tests catch?
 
     python -m tools.mutation [--workers 2] [--sample 300] [--budget-s 3300] [--only GLOB ...]
-                             [--root PATH] [--no-kernels] [--keep]
+                             [--tests TEST ...] [--root PATH] [--no-kernels] [--keep]
 
 Runs in a copy of the tree (the files git tracks or would track, taken from --root, default
 this checkout), never in the tree itself; mutmut's copy holds it as mxfp4_mm/, so that mutmut's
@@ -10,9 +10,10 @@ names for the mutated functions are the modules the tests import:
 1. The jit kernels, which mutmut cannot rewrite, get the hand-written mutants of
    mutation/kernel_mutants.toml: each applied to a fresh copy, its tests run, --workers at once.
 2. mutmut (the `mutation` extra; config in pyproject.toml's [tool.mutmut]) mutates every
-   function of launchers/, kernels/formats.py and tools/{bundle,evaluate,check,fit,tune,bench}.py
-   and runs, per mutant, only the tests that call the mutated function (mutmut's map of which tests reach
-   which function), --workers mutants at once.
+   function of launchers/, kernels/formats.py, kernels/layouts/, kernels/hopper_prepared_gemm.py
+   and tools/{bundle,evaluate,check,fit,tune,bench,sm90_loop}.py but the @triton.jit ones, and
+   runs, per mutant, only the tests that call the mutated function (mutmut's map of which tests
+   reach which function; of its selection, or of --tests), --workers mutants at once.
 --budget-s bounds the whole run: what it leaves unrun is reported as not run.
 
 A surviving mutant listed in mutation/equivalent.toml (same function, same changed line) counts
@@ -380,7 +381,7 @@ def build_parser():
                              "the kernels)")
     parser.add_argument("--sample", type=non_negative_int, default=DEFAULT_SAMPLE,
                         help=f"run a fixed random sample of this many mutmut mutants (default "
-                             f"{DEFAULT_SAMPLE}; 0: all of them, about 4,700, hours on 2 cores)")
+                             f"{DEFAULT_SAMPLE}; 0: all of them, about 13,000, hours on 2 cores)")
     parser.add_argument("--budget-s", type=positive_float, default=DEFAULT_BUDGET_S,
                         help=f"stop after this many seconds in all, keeping what ran (default "
                              f"{DEFAULT_BUDGET_S:.0f}; the mutants left, the slowest mutmut ones "
