@@ -173,6 +173,80 @@ def test_the_host_timed_launch_gets_the_launchers_own_arguments(device, split_k)
     assert torch.equal(out.view(torch.int16), launcher(a, b_shuffle, b_scale_sh).view(torch.int16))
 
 
+def test_the_host_inputs_are_the_ops_operands_the_same_for_the_same_shape():
+    """A bf16 [M, K], the bf16 weight [N, K], B_shuffle uint8 [N, K/2] and B_scale_sh uint8
+    (the shuffled scales' padded shape, every scale 2^0), on the device asked for; seeded by
+    the shape."""
+    from mxfp4_mm.kernels import formats
+    a, weight, b_shuffle, b_scale_sh = bench.host_inputs(3, 64, 256, "cpu")
+    assert (a.dtype, tuple(a.shape)) == (torch.bfloat16, (3, 256))
+    assert (weight.dtype, tuple(weight.shape)) == (torch.bfloat16, (64, 256))
+    assert (b_shuffle.dtype, tuple(b_shuffle.shape)) == (torch.uint8, (64, 128))
+    assert b_scale_sh.dtype == torch.uint8
+    assert tuple(b_scale_sh.shape) == formats.scales_padded_shape(64, 256)
+    assert b_scale_sh.eq(127).all()
+    assert {t.device.type for t in (a, weight, b_shuffle, b_scale_sh)} == {"cpu"}
+    again = bench.host_inputs(3, 64, 256, "cpu")
+    assert all(torch.equal(x, y) for x, y in zip((a, weight, b_shuffle), again[:3]))
+    assert not torch.equal(a, bench.host_inputs(3, 64, 512, "cpu")[0][:, :256])
+    assert b_shuffle.unique().numel() > 200 and a.std() > 0.5 and weight.std() > 0.5
+
+
+@pytest.fixture
+def timed_once(monkeypatch):
+    """bench.host_time_us faked: each entry called once, {entry's first result: (its result,
+    the synchronize it was timed with)} in the returned dict, 1.0 µs each."""
+    results = []
+
+    def host_time_us(fn, calls, synchronize):
+        results.append((fn(), synchronize))
+        return 1.0 + len(results)
+    monkeypatch.setattr(bench, "host_time_us", host_time_us)
+    return results
+
+
+@pytest.mark.interpreter
+def test_each_host_entry_times_the_call_it_names(timed_once):
+    """Stubbed (the launches no-ops): the op, MXFP4Linear, the prepared op and its layer, and
+    custom_kernel, each a bf16 [M, N] from its own entry point, in HOST_ONLY_COLUMNS' order,
+    without synchronization; F.linear and the direct launch not timed."""
+    m, n, k = 3, 64, 256
+    with bench.stubbed_launches():
+        row = bench.host_row((m, n, k), 7, "cpu", stubbed=True)
+    timed = [key for key, _ in bench.HOST_ONLY_COLUMNS if row["host_us"][key] is not None]
+    assert timed == ["op", "MXFP4Linear", "prepared", "MXFP4Linear prepared", "custom_kernel"]
+    assert row["host_us"]["F.linear"] is None and row["host_us"]["direct"] is None
+    assert [row["host_us"][key] for key in timed] == [2.0, 3.0, 4.0, 5.0, 6.0]
+    assert (row["m"], row["n"], row["k"]) == (m, n, k)
+    for out, synchronize in timed_once:
+        assert out.dtype == torch.bfloat16 and tuple(out.shape) == (m, n)
+        assert synchronize is not torch.cuda.synchronize and synchronize() is None
+
+
+@pytest.mark.interpreter
+def test_on_a_gpu_the_host_row_also_times_f_linear_and_the_direct_launch(timed_once,
+                                                                         monkeypatch):
+    """Not stubbed (the GPU's path, its launches here the stubbed no-ops): F.linear on the bf16
+    weight and the GEMM's direct launch on the launcher's own arguments, each timed with
+    torch.cuda.synchronize."""
+    launched = []
+    monkeypatch.setattr(bench, "_no_launch", lambda *arguments: launched.append(arguments))
+    synchronize = torch.cuda.synchronize
+    m, n, k = 3, 64, 256
+    with bench.stubbed_launches():
+        row = bench.host_row((m, n, k), 7, "cpu")
+    assert row["host_us"]["F.linear"] is not None and row["host_us"]["direct"] is not None
+    assert {sync for _, sync in timed_once} == {synchronize}
+    a, weight, b_shuffle, _ = bench.host_inputs(m, n, k, "cpu")
+    linear = timed_once[[key for key, _ in bench.HOST_ONLY_COLUMNS
+                         if row["host_us"][key] is not None].index("F.linear")][0]
+    assert torch.equal(linear, torch.nn.functional.linear(a, weight))
+    direct = launched[-1]           # the last entry timed; its A and B_shuffle (the kernel's view)
+    assert torch.equal(direct[0], a)
+    assert any(isinstance(argument, torch.Tensor) and argument.dtype == torch.uint8
+               and torch.equal(argument.reshape(-1), b_shuffle.reshape(-1)) for argument in direct)
+
+
 # ----------------------------------------------------------------------------- --model
 
 QUARK_EXPORT = Path(__file__).parent / "data" / "quark_tiny_llama"
