@@ -192,6 +192,33 @@ def test_the_host_inputs_are_the_ops_operands_the_same_for_the_same_shape():
     assert b_shuffle.unique().numel() > 200 and a.std() > 0.5 and weight.std() > 0.5
 
 
+@pytest.mark.parametrize("stub", [True, False])
+def test_host_only_times_each_shape_on_the_gpu_or_stubbed_on_the_cpu(fake_gpu, monkeypatch,
+                                                                     capsys, stub):
+    """run_host_only: each shape's host_row in turn, with --host-calls, on "cuda" (the device
+    named first), or stubbed on the CPU inside stubbed_launches (a launcher cache of its own)."""
+    import argparse
+
+    from mxfp4_mm import launchers
+    cache = launchers._launchers
+    rows, shown = [], []
+
+    def host_row(shape, calls, device, stubbed=False):
+        rows.append((shape, calls, device, stubbed, launchers._launchers is cache))
+        return {"shape": shape}
+    monkeypatch.setattr(bench, "host_row", host_row)
+    monkeypatch.setattr(bench, "_host_progress", lambda row: shown.append(row) or row)
+    shapes = [(1, 64, 256), (8, 128, 512)]
+    args = argparse.Namespace(stub_launches=stub, host_calls=7)
+    assert bench.run_host_only(shapes, args) == [{"shape": shape} for shape in shapes]
+    assert shown == [{"shape": shape} for shape in shapes]
+    device = "cpu" if stub else "cuda"
+    assert rows == [(shape, 7, device, stub, not stub) for shape in shapes]
+    printed = capsys.readouterr().out
+    assert printed == ("--stub-launches on the CPU: 2 shape(s), 7 calls each\n" if stub else
+                       "device: Fake GPU; 2 shape(s), 7 calls each\n")
+
+
 @pytest.fixture
 def timed_once(monkeypatch):
     """bench.host_time_us faked: each entry called once, {entry's first result: (its result,
@@ -499,19 +526,28 @@ def test_the_model_mode_times_each_mode_and_m_beside_the_twin_and_goes_on_past_a
 
 
 def test_a_profile_summary_ranks_a_few_steps_ops_by_device_then_host_time(monkeypatch):
+    """PROFILED_STEPS calls after an untimed one; twelve ops a table at most, the host time's
+    heaviest first (a 512 x 512 matmul among fourteen elementwise ops on 8 values)."""
     monkeypatch.setattr(bench.torch.cuda, "synchronize", lambda: None)
     calls = []
+    x = torch.randn(512, 512)
 
     def step():
         calls.append(1)
-        return torch.ones(8).mul(2).add(1)
-    text = bench.profile_summary(step, rows=1)
+        y = torch.ones(8)
+        for op in (torch.sin, torch.cos, torch.exp, torch.abs, torch.neg, torch.sqrt,
+                   torch.tanh, torch.sigmoid, torch.relu, torch.floor, torch.ceil, torch.round,
+                   torch.sign, torch.square):
+            y = op(y)
+        return x @ x
+    text = bench.profile_summary(step)
     assert len(calls) == 1 + bench.PROFILED_STEPS
     device, host = text.split(f"{bench.PROFILED_STEPS} steps, by host time:\n")
     assert device.startswith(f"{bench.PROFILED_STEPS} steps, by device time:\n")
-    for table in (device, host):
-        ops = [line.split()[0] for line in table.splitlines() if line.lstrip().startswith("aten::")]
-        assert len(ops) == 1
+    ops = {name: [line.split()[0] for line in table.splitlines()
+                  if line.lstrip().startswith("aten::")] for name, table in (("device", device),
+                                                                               ("host", host))}
+    assert len(ops["device"]) == len(ops["host"]) == 12 and ops["host"][0] == "aten::mm"
 
 
 def test_the_model_comes_from_its_name_or_its_export(monkeypatch):
