@@ -219,6 +219,36 @@ def test_host_only_times_each_shape_on_the_gpu_or_stubbed_on_the_cpu(fake_gpu, m
                        "device: Fake GPU; 2 shape(s), 7 calls each\n")
 
 
+@pytest.mark.parametrize("stub", [True, False])
+def test_host_only_prints_its_legend_table_and_targets_and_writes_the_device_and_rows(
+        fake_gpu, monkeypatch, tmp_path, capsys, stub):
+    """host_only_main (its rows, table and targets faked): the legend of the stubbed run or of
+    the GPU's, then the table and the targets line; --json the device (the GPU's name, or the
+    CPU with its launches stubbed), --host-calls and the rows, indented by two."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1" if stub else "0")
+    monkeypatch.setattr(bench, "gpu_problem", lambda: None)
+    monkeypatch.setattr(bench, "run_host_only", lambda shapes, args: [{"m": m} for m, _, _ in
+                                                                       shapes])
+    monkeypatch.setattr(bench, "format_host_table", lambda rows: f"TABLE {len(rows)}")
+    monkeypatch.setattr(bench, "host_targets_text", lambda rows: "TARGETS")
+    out = tmp_path / "host.json"
+    assert bench.main(["--host-only", *(["--stub-launches"] if stub else []), "--shapes",
+                       "64,256", "--m", "3,5", "--host-calls", "7", "--json", str(out)]) == 0
+    legend = bench.STUBBED_LEGEND if stub else bench.HOST_ONLY_LEGEND
+    assert capsys.readouterr().out == f"\n{legend}\nTABLE 2\nTARGETS\nwrote {out}\n"
+    device = "cpu (launches stubbed)" if stub else "Fake GPU"
+    expected = {"device": device, "host_calls": 7, "rows": [{"m": 3}, {"m": 5}]}
+    assert json.loads(out.read_text()) == expected
+    assert out.read_text().splitlines()[1] == f'  "device": "{device}",'
+
+
+def test_host_only_without_a_usable_gpu_says_why_and_times_nothing(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "gpu_problem", lambda: "needs a GPU here")
+    monkeypatch.setattr(bench, "run_host_only", lambda shapes, args: pytest.fail("timed"))
+    assert bench.main(["--host-only", "--shapes", "64,256"]) == 2
+    assert capsys.readouterr().err == "tools.bench: needs a GPU here\n"
+
+
 @pytest.fixture
 def timed_once(monkeypatch):
     """bench.host_time_us faked: each entry called once, {entry's first result: (its result,
