@@ -329,6 +329,25 @@ def test_model_arguments_are_checked_before_looking_for_a_gpu(capsys, argv, mess
     assert message in capsys.readouterr().err
 
 
+HOST_ONLY_ALONE = "--host-only times the host path: --model, --vendor-gemm and --png do not go " \
+                  "with it"
+
+
+@pytest.mark.parametrize("argv, interpret, message", [
+    (["--stub-launches"], "1", "--stub-launches goes with --host-only"),
+    (["--host-only", "--model", "llama-3-8b"], "1", HOST_ONLY_ALONE),
+    (["--host-only", "--vendor-gemm"], "1", HOST_ONLY_ALONE),
+    (["--host-only", "--png", "x.png"], "1", HOST_ONLY_ALONE),
+    (["--host-only", "--stub-launches"], "0", "--stub-launches runs the launchers' Python on the "
+     "CPU through Triton's interpreter: set TRITON_INTERPRET=1 before the command"),
+])
+def test_host_only_and_its_stubs_refuse_what_does_not_go_with_them(capsys, monkeypatch, argv,
+                                                                   interpret, message):
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    assert bench.main(argv) == 2
+    assert f"tools.bench: {message}" in capsys.readouterr().err
+
+
 def test_the_model_mode_refuses_without_a_gpu(capsys, monkeypatch):
     monkeypatch.setattr(bench.torch.cuda, "is_available", lambda: False)
     assert bench.main(["--model", str(QUARK_EXPORT), "--m", "1,2"]) == 2
@@ -407,7 +426,8 @@ class TinyLM(torch.nn.Module):
 class FakeGPU:
     """tools.bench's torch with the GPU faked on the CPU (bench.torch): the device's name,
     synchronize and empty_cache recorded in `log`; CUDA graphs that capture by running the
-    step (a capture numbered in `fail_captures` raises) and replay nothing; generators and
+    step (a capture numbered in `fail_captures` raises, its message over 300 characters) and
+    replay nothing, each capture and replay logged with its graph; generators and
     randint on the CPU, the device asked for recorded; torch.compile giving a wrapper that
     records its calls in `compiled_calls`."""
 
@@ -421,14 +441,14 @@ class FakeGPU:
 
         class Graph:
             def replay(self):
-                fake.log.append("replay")
+                fake.log.append(("replay", self))
 
         @contextlib.contextmanager
-        def graph(_):
+        def graph(into):
             number = next(captures)
             if number in fake.fail_captures:
-                raise RuntimeError(f"capture {number}\n  failed   here")
-            fake.log.append("capture")
+                raise RuntimeError(f"capture {number}\n  failed   here " + "x" * 400)
+            fake.log.append(("capture", into))
             yield
             fake.log.append("captured")
         self.cuda = SimpleNamespace(
@@ -472,10 +492,12 @@ def test_a_captured_step_runs_eagerly_then_replays_the_graph_its_capture_made(fa
         return SimpleNamespace(logits=torch.full((1, 1, 4), len(steps)))
     ids = torch.tensor([[7]])
     replay = bench.captured_step(model, ids)
-    assert fake_gpu.log == ["step", "sync", "capture", "step", "captured"]
+    graph = fake_gpu.log[2][1]
+    assert fake_gpu.log == ["step", "sync", ("capture", graph), "step", "captured"]
+    assert isinstance(graph, fake_gpu.cuda.CUDAGraph)
     assert all(seen is ids and use_cache is False for seen, use_cache in steps)
-    assert torch.equal(replay(), torch.full((1, 1, 4), 2)) and fake_gpu.log[-1] == "replay"
-    assert len(steps) == 2
+    assert torch.equal(replay(), torch.full((1, 1, 4), 2))
+    assert fake_gpu.log[-1] == ("replay", graph) and len(steps) == 2
 
 
 @pytest.mark.interpreter
@@ -508,7 +530,7 @@ def test_the_model_mode_times_each_mode_and_m_beside_the_twin_and_goes_on_past_a
     monkeypatch.setattr(bench, "load_model", load_model)
     monkeypatch.setattr(bench, "gpu_problem", lambda: None)
     monkeypatch.setattr(bench, "profile_summary",
-                        lambda step: profiled.append(step) or f"profile {len(profiled)}")
+                        lambda step: profiled.append(step().shape) or f"profile {len(profiled)}")
     fake_gpu.fail_captures = (3,)     # M = 2's first: a captured mode captures both models
     out = tmp_path / "model.json"
     assert bench.main(["--model", "llama-3-8b", "--m", "1,2", "--modes", "eager,captured,compiled",
@@ -521,13 +543,15 @@ def test_the_model_mode_times_each_mode_and_m_beside_the_twin_and_goes_on_past_a
     assert [(row["mode"], row["m"]) for row in rows] == [
         ("eager", 1), ("captured", 1), ("compiled", 1), ("eager", 2), ("captured", 2),
         ("compiled", 2)]
-    assert rows[4] == {"mode": "captured", "m": 2, "error": "RuntimeError: capture 3 failed here"}
+    error = "RuntimeError: capture 3 failed here " + "x" * (300 - 36)
+    assert rows[4] == {"mode": "captured", "m": 2, "error": error} and len(error) == 300
     timed = [row for row in rows if "error" not in row]
     assert [(row["mxfp4_us"], row["bf16_us"]) for row in timed] == [
         (10.0 * i, 10.0 * (i + 1)) for i in (1, 3, 5, 7, 9)]
     assert [row["target"] for row in timed] == [1.05, 0.5, None, 1.05, None]
     assert [row["met"] for row in timed] == [True, False, None, True, None]
     assert all(row["rel_eager"] == 0.0 and row["emulated_ok"] for row in timed)
+    assert profiled == [(1, 1, 32)] * 4 + [(2, 1, 32)] * 2       # the logits of each step
     assert report["profiles"] == {"captured M=1": {"mxfp4": "profile 1", "bf16": "profile 2"},
                                   "compiled M=1": {"mxfp4": "profile 3", "bf16": "profile 4"},
                                   "compiled M=2": {"mxfp4": "profile 5", "bf16": "profile 6"}}
@@ -546,13 +570,15 @@ def test_the_model_mode_times_each_mode_and_m_beside_the_twin_and_goes_on_past_a
     assert all(torch.equal(got, want) for got, want in zip(first_of_each_m, expected))
     assert set(fake_gpu.devices) == {"cuda"} and fake_gpu.log.count("empty_cache") == 2
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].startswith("device: Fake GPU; llama-3-8b: TinyLM, 1 MXFP4Linear layers, "
-                                 "loaded with its bf16 twin in ")
+    loading = "device: Fake GPU; llama-3-8b: TinyLM, 1 MXFP4Linear layers, loaded with its " \
+              "bf16 twin in "
+    assert printed[0].startswith(loading)
     assert printed[0].endswith(" s; modes eager, captured, compiled; 2 timed calls each")
+    assert 0 <= float(printed[0][len(loading):].split()[0]) < 60         # seconds, not a clock
     assert printed[1].startswith("eager M=1 (") and printed[1].split("): ")[1].split()[:4] == [
         "eager", "1", "10.0", "20.0"]
-    assert printed[5].split("): ")[1] == ("captured     2 failed: RuntimeError: capture 3 "
-                                          "failed here")
+    assert all(0 <= int(line.split("(")[1].split(" s)")[0]) < 60 for line in printed[1:7])
+    assert printed[5].split("): ")[1] == f"captured     2 failed: {error}"
 
 
 def test_a_profile_summary_ranks_a_few_steps_ops_by_device_then_host_time(monkeypatch):
