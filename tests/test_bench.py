@@ -8,6 +8,7 @@ prepared path's entries timed only at the M it serves (elsewhere marked not serv
 medians and targets)."""
 
 import importlib.util
+import json
 import math
 import os
 import subprocess
@@ -175,6 +176,137 @@ def test_the_host_timed_launch_gets_the_launchers_own_arguments(device, split_k)
     assert torch.equal(out.view(torch.int16), launcher(a, b_shuffle, b_scale_sh).view(torch.int16))
 
 
+def test_the_host_inputs_are_the_ops_operands_the_same_for_the_same_shape():
+    """A bf16 [M, K], the bf16 weight [N, K], B_shuffle uint8 [N, K/2] and B_scale_sh uint8
+    (the shuffled scales' padded shape, every scale 2^0), on the device asked for; seeded by
+    the shape."""
+    from mxfp4_mm.kernels import formats
+    a, weight, b_shuffle, b_scale_sh = bench.host_inputs(3, 64, 256, "cpu")
+    assert (a.dtype, tuple(a.shape)) == (torch.bfloat16, (3, 256))
+    assert (weight.dtype, tuple(weight.shape)) == (torch.bfloat16, (64, 256))
+    assert (b_shuffle.dtype, tuple(b_shuffle.shape)) == (torch.uint8, (64, 128))
+    assert b_scale_sh.dtype == torch.uint8
+    assert tuple(b_scale_sh.shape) == formats.scales_padded_shape(64, 256)
+    assert b_scale_sh.eq(127).all()
+    assert {t.device.type for t in (a, weight, b_shuffle, b_scale_sh)} == {"cpu"}
+    again = bench.host_inputs(3, 64, 256, "cpu")
+    assert all(torch.equal(x, y) for x, y in zip((a, weight, b_shuffle), again[:3]))
+    assert not torch.equal(a, bench.host_inputs(3, 64, 512, "cpu")[0][:, :256])
+    assert b_shuffle.unique().numel() > 200 and a.std() > 0.5 and weight.std() > 0.5
+
+
+@pytest.mark.parametrize("stub", [True, False])
+def test_host_only_times_each_shape_on_the_gpu_or_stubbed_on_the_cpu(fake_gpu, monkeypatch,
+                                                                     capsys, stub):
+    """run_host_only: each shape's host_row in turn, with --host-calls, on "cuda" (the device
+    named first), or stubbed on the CPU inside stubbed_launches (a launcher cache of its own)."""
+    import argparse
+
+    from mxfp4_mm import launchers
+    cache = launchers._launchers
+    rows, shown = [], []
+
+    def host_row(shape, calls, device, stubbed=False):
+        rows.append((shape, calls, device, stubbed, launchers._launchers is cache))
+        return {"shape": shape}
+    monkeypatch.setattr(bench, "host_row", host_row)
+    monkeypatch.setattr(bench, "_host_progress", lambda row: shown.append(row) or row)
+    shapes = [(1, 64, 256), (8, 128, 512)]
+    args = argparse.Namespace(stub_launches=stub, host_calls=7)
+    assert bench.run_host_only(shapes, args) == [{"shape": shape} for shape in shapes]
+    assert shown == [{"shape": shape} for shape in shapes]
+    device = "cpu" if stub else "cuda"
+    assert rows == [(shape, 7, device, stub, not stub) for shape in shapes]
+    printed = capsys.readouterr().out
+    assert printed == ("--stub-launches on the CPU: 2 shape(s), 7 calls each\n" if stub else
+                       "device: Fake GPU; 2 shape(s), 7 calls each\n")
+
+
+@pytest.mark.parametrize("stub", [True, False])
+def test_host_only_prints_its_legend_table_and_targets_and_writes_the_device_and_rows(
+        fake_gpu, monkeypatch, tmp_path, capsys, stub):
+    """host_only_main (its rows, table and targets faked): the legend of the stubbed run or of
+    the GPU's, then the table and the targets line; --json the device (the GPU's name, or the
+    CPU with its launches stubbed), --host-calls and the rows, indented by two."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1" if stub else "0")
+    monkeypatch.setattr(bench, "gpu_problem", lambda: None)
+    monkeypatch.setattr(bench, "run_host_only", lambda shapes, args: [{"m": m} for m, _, _ in
+                                                                       shapes])
+    monkeypatch.setattr(bench, "format_host_table", lambda rows: f"TABLE {len(rows)}")
+    monkeypatch.setattr(bench, "host_targets_text", lambda rows: "TARGETS")
+    out = tmp_path / "host.json"
+    assert bench.main(["--host-only", *(["--stub-launches"] if stub else []), "--shapes",
+                       "64,256", "--m", "3,5", "--host-calls", "7", "--json", str(out)]) == 0
+    legend = bench.STUBBED_LEGEND if stub else bench.HOST_ONLY_LEGEND
+    assert capsys.readouterr().out == f"\n{legend}\nTABLE 2\nTARGETS\nwrote {out}\n"
+    device = "cpu (launches stubbed)" if stub else "Fake GPU"
+    expected = {"device": device, "host_calls": 7, "rows": [{"m": 3}, {"m": 5}]}
+    assert json.loads(out.read_text()) == expected
+    assert out.read_text().splitlines()[1] == f'  "device": "{device}",'
+
+
+def test_host_only_without_a_usable_gpu_says_why_and_times_nothing(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "gpu_problem", lambda: "needs a GPU here")
+    monkeypatch.setattr(bench, "run_host_only", lambda shapes, args: pytest.fail("timed"))
+    assert bench.main(["--host-only", "--shapes", "64,256"]) == 2
+    assert capsys.readouterr().err == "tools.bench: needs a GPU here\n"
+
+
+@pytest.fixture
+def timed_once(monkeypatch):
+    """bench.host_time_us faked: each entry called once, {entry's first result: (its result,
+    the synchronize it was timed with)} in the returned dict, 1.0 µs each."""
+    results = []
+
+    def host_time_us(fn, calls, synchronize):
+        results.append((fn(), synchronize))
+        return 1.0 + len(results)
+    monkeypatch.setattr(bench, "host_time_us", host_time_us)
+    return results
+
+
+@pytest.mark.interpreter
+def test_each_host_entry_times_the_call_it_names(timed_once):
+    """Stubbed (the launches no-ops): the op, MXFP4Linear, the prepared op and its layer, and
+    custom_kernel, each a bf16 [M, N] from its own entry point, in HOST_ONLY_COLUMNS' order,
+    without synchronization; F.linear and the direct launch not timed."""
+    m, n, k = 3, 64, 256
+    with bench.stubbed_launches():
+        row = bench.host_row((m, n, k), 7, "cpu", stubbed=True)
+    timed = [key for key, _ in bench.HOST_ONLY_COLUMNS if row["host_us"][key] is not None]
+    assert timed == ["op", "MXFP4Linear", "prepared", "MXFP4Linear prepared", "custom_kernel"]
+    assert row["host_us"]["F.linear"] is None and row["host_us"]["direct"] is None
+    assert [row["host_us"][key] for key in timed] == [2.0, 3.0, 4.0, 5.0, 6.0]
+    assert (row["m"], row["n"], row["k"]) == (m, n, k)
+    for out, synchronize in timed_once:
+        assert out.dtype == torch.bfloat16 and tuple(out.shape) == (m, n)
+        assert synchronize is not torch.cuda.synchronize and synchronize() is None
+
+
+@pytest.mark.interpreter
+def test_on_a_gpu_the_host_row_also_times_f_linear_and_the_direct_launch(timed_once,
+                                                                         monkeypatch):
+    """Not stubbed (the GPU's path, its launches here the stubbed no-ops): F.linear on the bf16
+    weight and the GEMM's direct launch on the launcher's own arguments, each timed with
+    torch.cuda.synchronize."""
+    launched = []
+    monkeypatch.setattr(bench, "_no_launch", lambda *arguments: launched.append(arguments))
+    synchronize = torch.cuda.synchronize
+    m, n, k = 3, 64, 256
+    with bench.stubbed_launches():
+        row = bench.host_row((m, n, k), 7, "cpu")
+    assert row["host_us"]["F.linear"] is not None and row["host_us"]["direct"] is not None
+    assert {sync for _, sync in timed_once} == {synchronize}
+    a, weight, b_shuffle, _ = bench.host_inputs(m, n, k, "cpu")
+    linear = timed_once[[key for key, _ in bench.HOST_ONLY_COLUMNS
+                         if row["host_us"][key] is not None].index("F.linear")][0]
+    assert torch.equal(linear, torch.nn.functional.linear(a, weight))
+    direct = launched[-1]           # the last entry timed; its A and B_shuffle (the kernel's view)
+    assert torch.equal(direct[0], a)
+    assert any(isinstance(argument, torch.Tensor) and argument.dtype == torch.uint8
+               and torch.equal(argument.reshape(-1), b_shuffle.reshape(-1)) for argument in direct)
+
+
 # ----------------------------------------------------------------------------- --model
 
 QUARK_EXPORT = Path(__file__).parent / "data" / "quark_tiny_llama"
@@ -198,6 +330,25 @@ def test_model_arguments_are_checked_before_looking_for_a_gpu(capsys, argv, mess
         code = exit.code
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+HOST_ONLY_ALONE = "--host-only times the host path: --model, --vendor-gemm and --png do not go " \
+                  "with it"
+
+
+@pytest.mark.parametrize("argv, interpret, message", [
+    (["--stub-launches"], "1", "--stub-launches goes with --host-only"),
+    (["--host-only", "--model", "llama-3-8b"], "1", HOST_ONLY_ALONE),
+    (["--host-only", "--vendor-gemm"], "1", HOST_ONLY_ALONE),
+    (["--host-only", "--png", "x.png"], "1", HOST_ONLY_ALONE),
+    (["--host-only", "--stub-launches"], "0", "--stub-launches runs the launchers' Python on the "
+     "CPU through Triton's interpreter: set TRITON_INTERPRET=1 before the command"),
+])
+def test_host_only_and_its_stubs_refuse_what_does_not_go_with_them(capsys, monkeypatch, argv,
+                                                                   interpret, message):
+    monkeypatch.setenv("TRITON_INTERPRET", interpret)
+    assert bench.main(argv) == 2
+    assert f"tools.bench: {message}" in capsys.readouterr().err
 
 
 def test_the_model_mode_refuses_without_a_gpu(capsys, monkeypatch):
@@ -250,6 +401,228 @@ def test_the_named_llamas_have_the_layers_tools_isa_models():
                          * head, hidden),
             "o_proj": (hidden, hidden), "gate_up_proj": (2 * inner, hidden),
             "down_proj": (hidden, inner)}
+
+
+class TinyLM(torch.nn.Module):
+    """What --model reads of a model: config.vocab_size, its MXFP4Linear layers and a forward
+    of input_ids (use_cache False) to .logits; here an embedding and one MXFP4Linear, each
+    forward's input_ids recorded in `seen`."""
+
+    def __init__(self):
+        super().__init__()
+        from types import SimpleNamespace
+
+        from mxfp4_mm.launchers.linear import MXFP4Linear
+        torch.manual_seed(0)
+        self.config = SimpleNamespace(vocab_size=32)
+        self.embed = torch.nn.Embedding(32, 64, dtype=torch.bfloat16)
+        self.head = MXFP4Linear.from_linear(torch.nn.Linear(64, 32, dtype=torch.bfloat16))
+        self.seen = []
+
+    def forward(self, input_ids, use_cache):
+        from types import SimpleNamespace
+        assert use_cache is False
+        self.seen.append(input_ids)
+        return SimpleNamespace(logits=self.head(self.embed(input_ids)))
+
+
+class FakeGPU:
+    """tools.bench's torch with the GPU faked on the CPU (bench.torch): the device's name,
+    synchronize and empty_cache recorded in `log`; CUDA graphs that capture by running the
+    step (a capture numbered in `fail_captures` raises, its message over 300 characters) and
+    replay nothing, each capture and replay logged with its graph; generators and
+    randint on the CPU, the device asked for recorded; torch.compile giving a wrapper that
+    records its calls in `compiled_calls`."""
+
+    def __init__(self):
+        import contextlib
+        from types import SimpleNamespace
+        self.log, self.devices, self.compiled, self.compiled_calls = [], [], [], []
+        self.fail_captures = ()
+        captures = iter(range(1, 100))
+        fake = self
+
+        class Graph:
+            def replay(self):
+                fake.log.append(("replay", self))
+
+        @contextlib.contextmanager
+        def graph(into):
+            number = next(captures)
+            if number in fake.fail_captures:
+                raise RuntimeError(f"capture {number}\n  failed   here " + "x" * 400)
+            fake.log.append(("capture", into))
+            yield
+            fake.log.append("captured")
+        self.cuda = SimpleNamespace(
+            get_device_name=lambda: "Fake GPU", synchronize=lambda: self.log.append("sync"),
+            empty_cache=lambda: self.log.append("empty_cache"), CUDAGraph=Graph, graph=graph)
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    def Generator(self, device):
+        self.devices.append(device)
+        return torch.Generator()
+
+    def randint(self, low, high, size, device, generator):
+        self.devices.append(device)
+        return torch.randint(low, high, size, generator=generator)
+
+    def compile(self, model, mode, dynamic):
+        self.compiled.append((model, mode, dynamic))
+
+        def call(**inputs):
+            self.compiled_calls.append(model)
+            return model(**inputs)
+        return call
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    fake = FakeGPU()
+    monkeypatch.setattr(bench, "torch", fake)
+    return fake
+
+
+def test_a_captured_step_runs_eagerly_then_replays_the_graph_its_capture_made(fake_gpu):
+    steps = []
+
+    def model(input_ids, use_cache):
+        from types import SimpleNamespace
+        steps.append((input_ids, use_cache))
+        fake_gpu.log.append("step")
+        return SimpleNamespace(logits=torch.full((1, 1, 4), len(steps)))
+    ids = torch.tensor([[7]])
+    replay = bench.captured_step(model, ids)
+    graph = fake_gpu.log[2][1]
+    assert fake_gpu.log == ["step", "sync", ("capture", graph), "step", "captured"]
+    assert isinstance(graph, fake_gpu.cuda.CUDAGraph)
+    assert all(seen is ids and use_cache is False for seen, use_cache in steps)
+    assert torch.equal(replay(), torch.full((1, 1, 4), 2))
+    assert fake_gpu.log[-1] == ("replay", graph) and len(steps) == 2
+
+
+@pytest.mark.interpreter
+@NEEDS_TRANSFORMERS
+def test_the_model_mode_times_each_mode_and_m_beside_the_twin_and_goes_on_past_a_failure(
+        fake_gpu, monkeypatch, tmp_path, capsys):
+    """run_model through main on the CPU, the GPU faked (FakeGPU) and the runner's loop a fake
+    whose n-th timed variant takes 10n µs: per M of --m (input_ids from a generator seeded 0 on
+    the device) and mode of --modes a row, the MXFP4 step timed before its twin's; the
+    compiled mode on models torch.compile made once each; a mode that fails (the capture at
+    M = 2) a row with its error in one line, and the next mode runs; a profile of both steps
+    where a target is missed or none is set; the cache emptied after each M; the JSON."""
+    loops, built, profiled = [], [], []
+
+    class Loop:
+        def __init__(self, clear_bytes):
+            loops.append(self)
+            self.clear_bytes, self.calls = clear_bytes, []
+
+        def time(self, fn, calls):
+            self.calls.append(calls)
+            for _ in range(calls):
+                fn()
+            return [10.0 * sum(map(len, (loop.calls for loop in loops)))] * calls
+
+    def load_model(source, device):
+        built.append((str(source), device))
+        return TinyLM()
+    monkeypatch.setattr(bench, "RunnerLoop", Loop)
+    monkeypatch.setattr(bench, "load_model", load_model)
+    monkeypatch.setattr(bench, "gpu_problem", lambda: None)
+    monkeypatch.setattr(bench, "profile_summary",
+                        lambda step: profiled.append(step().shape) or f"profile {len(profiled)}")
+    fake_gpu.fail_captures = (3,)     # M = 2's first: a captured mode captures both models
+    out = tmp_path / "model.json"
+    assert bench.main(["--model", "llama-3-8b", "--m", "1,2", "--modes", "eager,captured,compiled",
+                       "--calls", "2", "--clear-bytes", "4096", "--profile",
+                       "--json", str(out)]) == 0
+    assert built == [("llama-3-8b", "cuda")]
+    assert [loop.clear_bytes for loop in loops] == [4096] and set(loops[0].calls) == {2}
+    report = json.loads(out.read_text())
+    rows = report["rows"]
+    assert [(row["mode"], row["m"]) for row in rows] == [
+        ("eager", 1), ("captured", 1), ("compiled", 1), ("eager", 2), ("captured", 2),
+        ("compiled", 2)]
+    error = "RuntimeError: capture 3 failed here " + "x" * (300 - 36)
+    assert rows[4] == {"mode": "captured", "m": 2, "error": error} and len(error) == 300
+    timed = [row for row in rows if "error" not in row]
+    assert [(row["mxfp4_us"], row["bf16_us"]) for row in timed] == [
+        (10.0 * i, 10.0 * (i + 1)) for i in (1, 3, 5, 7, 9)]
+    assert [row["target"] for row in timed] == [1.05, 0.5, None, 1.05, None]
+    assert [row["met"] for row in timed] == [True, False, None, True, None]
+    assert all(row["rel_eager"] == 0.0 and row["emulated_ok"] for row in timed)
+    assert profiled == [(1, 1, 32)] * 4 + [(2, 1, 32)] * 2       # the logits of each step
+    assert report["profiles"] == {"captured M=1": {"mxfp4": "profile 1", "bf16": "profile 2"},
+                                  "compiled M=1": {"mxfp4": "profile 3", "bf16": "profile 4"},
+                                  "compiled M=2": {"mxfp4": "profile 5", "bf16": "profile 6"}}
+    assert {key: report[key] for key in ("device", "model", "calls", "mxfp4_layers", "modes")} == {
+        "device": "Fake GPU", "model": "llama-3-8b", "calls": 2, "mxfp4_layers": 1,
+        "modes": ["eager", "captured", "compiled"]}
+    mxfp4, twin = fake_gpu.compiled[0][0], fake_gpu.compiled[1][0]
+    assert [(mode, dynamic) for _, mode, dynamic in fake_gpu.compiled] == [
+        ("max-autotune-no-cudagraphs", False)] * 2
+    assert isinstance(mxfp4, TinyLM) and type(twin.head) is torch.nn.Linear
+    assert set(map(id, fake_gpu.compiled_calls)) == {id(mxfp4), id(twin)}
+    generator = torch.Generator().manual_seed(0)
+    expected = [torch.randint(0, 32, (m, 1), generator=generator) for m in (1, 2)]
+    first_of_each_m = [ids for ids in mxfp4.seen if ids.shape[0] == 1][:1] + \
+        [ids for ids in mxfp4.seen if ids.shape[0] == 2][:1]
+    assert all(torch.equal(got, want) for got, want in zip(first_of_each_m, expected))
+    assert set(fake_gpu.devices) == {"cuda"} and fake_gpu.log.count("empty_cache") == 2
+    printed = capsys.readouterr().out.splitlines()
+    loading = "device: Fake GPU; llama-3-8b: TinyLM, 1 MXFP4Linear layers, loaded with its " \
+              "bf16 twin in "
+    assert printed[0].startswith(loading)
+    assert printed[0].endswith(" s; modes eager, captured, compiled; 2 timed calls each")
+    assert 0 <= float(printed[0][len(loading):].split()[0]) < 60         # seconds, not a clock
+    assert printed[1].startswith("eager M=1 (") and printed[1].split("): ")[1].split()[:4] == [
+        "eager", "1", "10.0", "20.0"]
+    assert all(0 <= int(line.split("(")[1].split(" s)")[0]) < 60 for line in printed[1:7])
+    assert printed[5].split("): ")[1] == f"captured     2 failed: {error}"
+
+
+def test_a_profile_summary_ranks_a_few_steps_ops_by_device_then_host_time(monkeypatch):
+    """PROFILED_STEPS calls after an untimed one; twelve ops a table at most, the host time's
+    heaviest first (a 512 x 512 matmul among fourteen elementwise ops on 8 values)."""
+    monkeypatch.setattr(bench.torch.cuda, "synchronize", lambda: None)
+    calls = []
+    x = torch.randn(512, 512)
+
+    def step():
+        calls.append(1)
+        y = torch.ones(8)
+        for op in (torch.sin, torch.cos, torch.exp, torch.abs, torch.neg, torch.sqrt,
+                   torch.tanh, torch.sigmoid, torch.relu, torch.floor, torch.ceil, torch.round,
+                   torch.sign, torch.square):
+            y = op(y)
+        return x @ x
+    text = bench.profile_summary(step)
+    assert len(calls) == 1 + bench.PROFILED_STEPS
+    device, host = text.split(f"{bench.PROFILED_STEPS} steps, by host time:\n")
+    assert device.startswith(f"{bench.PROFILED_STEPS} steps, by device time:\n")
+    ops = {name: [line.split()[0] for line in table.splitlines()
+                  if line.lstrip().startswith("aten::")] for name, table in (("device", device),
+                                                                               ("host", host))}
+    assert len(ops["device"]) == len(ops["host"]) == 12 and ops["host"][0] == "aten::mm"
+
+
+def test_the_model_comes_from_its_name_or_its_export(monkeypatch):
+    """load_model: a name of LLAMA_CONFIGS builds that Llama (mxfp4_llama), anything else is an
+    export's folder (load_quark); either on the device asked for."""
+    from mxfp4_mm.launchers import linear
+    from mxfp4_mm.tools.model_shapes import LLAMA_CONFIGS
+    built = []
+    monkeypatch.setattr(bench, "mxfp4_llama", lambda config, device: built.append(
+        ("llama", config, device)) or "a llama")
+    monkeypatch.setattr(linear, "load_quark", lambda source, device: built.append(
+        ("quark", source, device)) or "an export")
+    assert bench.load_model(Path("llama-3-70b"), "cuda:1") == "a llama"
+    assert bench.load_model(QUARK_EXPORT, "cuda") == "an export"
+    assert built == [("llama", LLAMA_CONFIGS["llama-3-70b"], "cuda:1"),
+                     ("quark", QUARK_EXPORT, "cuda")]
 
 
 # ----------------------------------------------------------------------------- served paths

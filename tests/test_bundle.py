@@ -375,6 +375,16 @@ def test_git_tracked_files_are_told_from_the_rest(repository, tmp_path):
     assert not tracked(tmp_path / "submission.py", tmp_path)            # no repository
 
 
+def test_git_is_asked_about_this_checkout_by_default_and_says_nothing(repository, monkeypatch,
+                                                                     capfd):
+    """Without a root, the repository asked is ROOT's; git's own words (an untracked file's
+    error) stay out of the terminal."""
+    monkeypatch.setattr(bundle_module, "ROOT", repository)
+    assert bundle_module.tracked_by_git(repository / "submission.py")
+    assert not bundle_module.tracked_by_git(repository / "untracked.py")
+    assert capfd.readouterr() == ("", "")
+
+
 @pytest.mark.parametrize("word, refused", [
     ("dist/submission.py", None),
     ("untracked.py", None),

@@ -89,6 +89,61 @@ def test_the_word_encoding_decodes_by_the_kernels_rotations_and_masks():
     assert torch.equal(low.view(torch.float32), expected)
 
 
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("group", [0, 1])
+def test_the_ptx_built_for_a_k_group_gives_its_rows_pairs_under_their_scales(wide, group):
+    """hopper_prepared_gemm._pairs_asm(wide, group), built anew and run by tests/test_hopper_gemm's
+    emulator on one word ($4) and its rows' scale words ($5: row g, $7: row g + 8; the low half
+    K group 0's multiplier, the high half group 1's): pair p ($p) is the two values of the
+    word's pair p times the scale of K group `group` of row g (p even) or g + 8 (p odd), the
+    formats' values bit for bit. The folded conversion's multipliers are 2**(s - 1) (bytes up
+    to FOLDED_SCALE_MAX_BYTE), the wide one's 2**(s - 127) (0 a denormal, 255 NaN)."""
+    from test_hopper_gemm import _bf16_bits, run_ptx
+    asm = hopper_prepared_gemm._pairs_asm(wide, group)
+    scale_bytes = [b for b in EDGE_SCALE_BYTES if wide or b <= layout.FOLDED_SCALE_MAX_BYTE]
+
+    def multiplier(byte):
+        if not wide:
+            return (byte + 126) << 7
+        return {0: 0x0040, layout.NAN_SCALE: 0x7FC0}.get(byte, byte << 7)
+    generator = torch.Generator().manual_seed(9)
+    codes = torch.randint(0, 16, (len(scale_bytes) ** 2, 4, 2), generator=generator)
+    codes[:16, 0, 0] = codes[16:32, 3, 1] = torch.arange(16)     # every code in two places
+    for index, word in enumerate(layout.encode_words(codes).tolist()):
+        # the scale bytes of K groups 0 and 1, row g then row g + 8; `group`'s differ by row
+        row_g = (scale_bytes[index % len(scale_bytes)], scale_bytes[-1 - index % len(scale_bytes)])
+        row_g8 = (row_g[1], scale_bytes[index // len(scale_bytes)])
+        words = [multiplier(row[0]) | multiplier(row[1]) << 16 for row in (row_g, row_g8)]
+        pairs = run_ptx(asm, [0, 0, 0, 0, word, words[0], words[0], words[1], words[1]])[:4]
+        for p, bits in enumerate(pairs):
+            byte = (row_g, row_g8)[p % 2][group]
+            for e in range(2):
+                got = bits >> 16 * e & 0xFFFF
+                code = int(codes[index, p, e])
+                if byte == layout.NAN_SCALE:
+                    assert got & 0x7F80 == 0x7F80 and got & 0x7F, (index, p, e)
+                    continue
+                value = formats.E2M1_VALUES[code] * 2.0 ** (byte - 127)
+                assert got == _bf16_bits(value), (index, p, e, code, byte)
+
+
+def test_the_layout_refuses_n_or_k_off_its_unit_naming_both():
+    codes, scales = random_mxfp4(32, 128, seed=6)
+    for bad_codes, n, k in ((codes[:24], 24, 128), (codes[:, :48], 32, 96)):
+        with pytest.raises(ValueError, match=rf"^the Hopper layout needs N % 16 == 0 and K % 64 "
+                                             rf"== 0, got N={n}, K={k}$"):
+            layout.swizzle(bad_codes, scales)
+    assert layout.swizzle(codes[:16, :32], scales[:16]).k == 64
+
+
+def test_decoded_words_are_uint8_codes_four_pairs_of_two_a_word():
+    codes = torch.randint(0, 16, (3, 5, 4, 2), generator=torch.Generator().manual_seed(4),
+                          dtype=torch.uint8)
+    decoded = layout.decode_words(layout.encode_words(codes))
+    assert decoded.dtype == torch.uint8 and decoded.shape == (3, 5, 4, 2)
+    assert torch.equal(decoded, codes)
+
+
 def test_a_weight_with_a_scale_above_2_or_nan_takes_the_wide_conversion():
     codes, scales = random_mxfp4(16, 64, seed=3, high=129)
     assert not layout.swizzle(codes, scales).wide_scales
@@ -96,6 +151,19 @@ def test_a_weight_with_a_scale_above_2_or_nan_takes_the_wide_conversion():
         wide = scales.clone()
         wide[3, 1] = byte
         assert layout.swizzle(codes, wide).wide_scales
+
+
+@pytest.mark.parametrize("n, k, splits", [
+    (64 * prepared.MIN_PROGRAMS // 2, 2048, 2),         # two splits make MIN_PROGRAMS programs
+    (64 * (prepared.MIN_PROGRAMS // 2 - 1), 2048, 4),   # two splits make two fewer
+    (64, 16384, prepared.MAX_SPLIT_K),                  # one tile, K tiles enough for 16 splits
+])
+def test_k_splits_until_the_grid_holds_min_programs_or_max_split_k(n, k, splits):
+    """At M = 1 (BLOCK_N 64), K tiles enough for one more split in each case: the split stops
+    where the grid reaches MIN_PROGRAMS programs, or at MAX_SPLIT_K."""
+    config = prepared.prepared_config(1, n, k)
+    assert config.split_k == splits
+    assert config.splits_for(k)[0] == splits
 
 
 def test_the_rule():
@@ -319,6 +387,27 @@ def fresh_cache(monkeypatch):
     monkeypatch.setattr(launchers, "_checked_signatures", {})
 
 
+def test_an_nvidia_chip_before_sm90_is_refused_in_one_line(fresh_cache, monkeypatch, device):
+    """CUDA, but a chip without wgmma (no prepared_max_m in its record)."""
+    import mxfp4_mm.launchers as launchers
+    monkeypatch.setattr(launchers, "current_target", lambda device: ("cuda", "sm_89"))
+    codes, scales = random_mxfp4(64, 256, seed=4, high=129)
+    weight = prepared.hopper_weight_from_mxfp4(codes.to(device), scales.to(device))
+    with pytest.raises(ValueError, match=r"^mxfp4_mm.gemm_prepared: a weight in the Hopper "
+                                         r"layout runs on NVIDIA sm_90 and up, not on cuda "
+                                         r"sm_89; convert it with [^\n]*unswizzle"):
+        prepared.gemm_prepared(torch.zeros(2, 256, dtype=torch.bfloat16, device=device), weight)
+
+
+def test_a_cpu_a_is_refused_where_the_kernels_were_compiled_for_a_gpu(fresh_cache, monkeypatch):
+    monkeypatch.setattr(prepared, "KERNELS_NEED_A_GPU", True)
+    codes, scales = random_mxfp4(64, 256, seed=4, high=129)
+    weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    with pytest.raises(RuntimeError, match=r"^mxfp4_mm.gemm_prepared: A is a CPU tensor, but "
+                                           r"the kernels were compiled for a GPU; "):
+        prepared.gemm_prepared(torch.zeros(2, 256, dtype=torch.bfloat16), weight)
+
+
 def test_another_backend_is_refused_in_one_line(fresh_cache, monkeypatch, device):
     import mxfp4_mm.launchers as launchers
     monkeypatch.setattr(launchers, "current_target", lambda device: ("hip", "gfx950"))
@@ -419,6 +508,305 @@ def test_the_bench_modes_variants_and_table():
     row = dict(m=1, n=64, k=320, weight_mb=0.02, bytes_us=2.0, configs={"prepared": "x"},
                **{f"{v}_us": 4.0 for v in VARIANTS})
     assert "2.00" in format_prepared_table([row]).splitlines()[1]
+
+
+@pytest.mark.parametrize("device_type, target, rows", [
+    ("cpu", ("interpreter", "interpreter"), None),
+    ("cuda", ("cuda", "sm_90"), prepared.SM90.prepared_max_m),
+    ("cuda", ("cuda", "sm_120"), prepared.SM90.prepared_max_m),
+    ("cuda", ("cuda", "sm_89"), None),
+    ("cuda", ("hip", "gfx950"), None),        # ROCm's torch names its devices cuda too
+])
+def test_the_layer_takes_the_prepared_path_on_cuda_devices_of_sm90_and_up(monkeypatch,
+                                                                           device_type, target,
+                                                                           rows):
+    """max_rows (up to which M MXFP4Linear takes the path), serves and layer_weight, the
+    device's target faked: only a CUDA device whose backend is CUDA and whose chip has a
+    prepared_max_m."""
+    import mxfp4_mm.launchers as launchers
+    asked = []
+
+    def current_target(device):
+        asked.append(device)
+        return target
+    monkeypatch.setattr(launchers, "current_target", current_target)
+    assert prepared.max_rows(device_type) == rows
+    assert prepared.max_rows(torch.device(device_type)) == rows
+    assert asked == ([] if device_type == "cpu" else [torch.device(device_type)] * 2)
+    assert prepared.serves(device_type) == (rows is not None)
+    codes, scales = random_mxfp4(64, 256, seed=8)
+    b_shuffle = formats.shuffle_weight(codes)
+    b_scale_sh = formats.e8m0_shuffle(scales, formats.SCALE_PAD_BYTE)
+    monkeypatch.setattr(prepared, "serves", lambda device: device == b_shuffle.device)
+    weight = prepared.layer_weight(b_shuffle, b_scale_sh)
+    assert torch.equal(weight.values, layout.swizzle(codes, scales).values)
+    monkeypatch.setattr(prepared, "serves", lambda device: False)
+    assert prepared.layer_weight(b_shuffle, b_scale_sh) is None
+
+
+def test_the_prepared_launchers_contract(monkeypatch):
+    """What a PreparedLauncher states (launchers.launcher), built for the interpreter: its K
+    splits, a proof repeated where it splits K, one launch a call or three where A is quantized
+    once, its counter rows where it sums split K itself; the wrapper the ladder proves states
+    the same."""
+    def built(m, n, k):
+        return prepared.PreparedLauncher(prepared.prepared_config(m, n, k), "interpreter", m, n,
+                                         k, (k, 1), "cpu", False)
+    from mxfp4_mm.launchers.proof import SPLIT_K_REPEATS
+    split = built(9, 128, 1024)                     # A once, two splits
+    assert (split.splits, split.proof_repeats, split.launches_per_call) == (
+        2, SPLIT_K_REPEATS, 3)
+    assert list(split.kernel_launches()) == ["quantize", "dequantize_a", "gemm"]
+    assert split.counter_rows is not None and split.counter_rows[0].dtype == torch.int32
+    whole = built(3, 64, 256)                       # one K tile: no split
+    assert (whole.splits, whole.proof_repeats, whole.launches_per_call) == (1, 0, 1)
+    assert list(whole.kernel_launches()) == ["gemm"] and whole.counter_rows is None
+    assert (whole.quantizer, whole.config) == ("software", prepared.prepared_config(3, 64, 256))
+    wrapped = prepared._OnShuffledWeights(split)
+    assert (wrapped.config, wrapped.splits, wrapped.quantizer, wrapped.proof_repeats,
+            wrapped.launches_per_call) == (split.config, 2, "software", SPLIT_K_REPEATS, 3)
+    assert wrapped.kernel_launches() == split.kernel_launches()
+
+
+def gemm_arguments(m, n, k, a_strides=None, backend="cuda"):
+    """{name: value} of the non-tensor arguments of the prepared GEMM's launch of one call
+    (prepared_launch_specs, the rule's config), on the meta device."""
+    config = prepared.prepared_config(m, n, k)
+    specs = prepared.prepared_launch_specs(config, backend, m, n, k, a_strides or (k, 1), "meta")
+    gemm = specs[-1]
+    assert gemm.name == "gemm" and gemm.kernel is hopper_prepared_gemm.hopper_prepared_gemm_kernel
+    named = dict(zip(gemm.kernel.arg_names, gemm.sample_args))
+    return {name: value for name, value in named.items() if not isinstance(value, torch.Tensor)}
+
+
+def test_the_gemms_arguments_for_a_quantized_once_a_split_k_and_a_strided_a():
+    """A quantized once (M = 8, BLOCK_M 16): A_ROWS all of BLOCK_M although M is fewer (its
+    values are loaded into the MMA's operand as they are); A quantized by each program (M = 3):
+    the power of two at or above M. EVEN_K where K is a multiple of the split's size. Split K
+    with a strided A: the strides as A has them, the partials' of [splits, M, N]."""
+    once = gemm_arguments(8, 128, 512)
+    assert (once["M"], once["N"], once["K"], once["K_UNITS"]) == (8, 128, 512, 8)
+    assert (once["BLOCK_M"], once["BLOCK_N"], once["A_ROWS"]) == (16, 128, 16)
+    assert (once["A_DEQUANTIZED"], once["EVEN_K"], once["SPLIT_K"]) == (True, True, 1)
+    assert (once["THREADS"], once["PREFETCH"], once["CACHE_MODIFIER"]) == (256, True, None)
+    assert once["stride_am"] == 512 and once["stride_ak"] == 1   # A's values, bf16 [M, K]
+    each = gemm_arguments(3, 64, 320)
+    assert (each["A_ROWS"], each["A_DEQUANTIZED"], each["EVEN_K"], each["K_UNITS"]) == (
+        4, False, False, 8)
+    assert each["SPLIT_K_SIZE"] == 512 and each["THREADS"] == 128
+    split = gemm_arguments(5, 128, 1024, a_strides=(2048, 1))
+    assert (split["SPLIT_K"], split["SPLIT_K_SIZE"], split["REDUCE_IN_GEMM"], split["EVEN_K"]) == (
+        2, 512, True, True)
+    assert (split["stride_am"], split["stride_ak"], split["stride_cm"]) == (2048, 1, 128)
+    assert (split["stride_ps"], split["stride_pm"]) == (5 * 128, 128)
+    assert gemm_arguments(5, 128, 1024, a_strides=(1, 5))["stride_ak"] == 5
+
+
+def test_the_gemm_is_launched_on_the_tensors_the_kernel_reads():
+    """The sample tensors a launch is bound to, as the kernel takes them: A bf16 [M, K] of the
+    call's strides, the weight's values as int16 [N/16, Kp/64, 256] and scales as int32
+    [N/16, Kp/64, 8], C bf16 [M, N]; with split K fp32 partials [splits, M, N] and an int32
+    counter row, else C in their place."""
+    def tensors(m, n, k, a_strides):
+        config = prepared.prepared_config(m, n, k)
+        gemm = prepared.prepared_launch_specs(config, "cuda", m, n, k, a_strides, "meta")[-1]
+        named = dict(zip(gemm.kernel.arg_names, gemm.sample_args))
+        return {name: named[name] for name in ("a_ptr", "b_ptr", "b_scales_ptr", "c_ptr",
+                                                "partials_ptr", "counters_ptr")}
+    split = tensors(5, 128, 1024, (1, 5))
+    a, b, b_scales, c = (split[name] for name in ("a_ptr", "b_ptr", "b_scales_ptr", "c_ptr"))
+    assert (a.dtype, tuple(a.shape), a.stride()) == (torch.bfloat16, (5, 1024), (1, 5))
+    assert (b.dtype, tuple(b.shape)) == (torch.int16, (8, 16, 256))
+    assert (b_scales.dtype, tuple(b_scales.shape)) == (torch.int32, (8, 16, 8))
+    assert (c.dtype, tuple(c.shape)) == (torch.bfloat16, (5, 128))
+    assert split["partials_ptr"].dtype == torch.float32
+    assert tuple(split["partials_ptr"].shape) == (2, 5, 128)
+    assert split["counters_ptr"].dtype == torch.int32
+    assert all(tensor.device.type == "meta" for tensor in split.values())
+    whole = tensors(3, 64, 320, (320, 1))
+    assert tuple(whole["b_ptr"].shape) == (4, 8, 256)
+    assert whole["partials_ptr"] is whole["c_ptr"] is whole["counters_ptr"]
+
+
+def test_a_call_of_a_quantized_once_a_launches_the_quantize_then_the_dequantize_then_the_gemm():
+    """From A_DEQUANTIZED_MIN_M: kernels.quantize's software quantizer over A as it is given
+    (its strides), then kernels.dequantize into a bf16 [M, K] that the GEMM reads; each launch
+    passes its own tensors per call (the quantizer A and its outputs, the dequantizer codes,
+    scales and output, the GEMM its six)."""
+    m, n, k = prepared.A_DEQUANTIZED_MIN_M, 128, 512
+    config = prepared.prepared_config(m, n, k)
+    specs = prepared.prepared_launch_specs(config, "cuda", m, n, k, (1, m), "meta")
+    assert [(spec.name, spec.per_call) for spec in specs] == [
+        ("quantize", 3), ("dequantize_a", 3), ("gemm", 6)]
+    quantize, dequantize, gemm = specs
+    assert quantize.sample_args[0].stride() == (1, m)
+    assert "software" in quantize.sample_args
+    codes, scales, values = dequantize.sample_args[:3]
+    assert codes.dtype == torch.uint8 and tuple(values.shape) == (m, k)
+    assert values.dtype == torch.bfloat16 and values.stride() == (k, 1)
+    assert gemm.sample_args[0].stride() == (k, 1)
+    assert dequantize.options == {"num_warps": 4, "num_stages": 1} and gemm.options == {
+        "num_warps": config.num_warps, "num_stages": config.num_stages}
+    assert gemm.grid == (config.splits_for(k)[0] * formats.cdiv(m, 16) * formats.cdiv(n, 128),
+                         1, 1)
+
+
+class RecordedLaunch:
+    """A launch of a PreparedLauncher, faked: `is_direct` as given; each call recorded in
+    `calls` as ("direct" or "standard", its arguments)."""
+
+    def __init__(self, calls, name, is_direct):
+        self.calls, self.name, self.is_direct = calls, name, is_direct
+
+    def __call__(self, *arguments):
+        self.calls.append((self.name, "direct", arguments))
+
+    def direct(self, *arguments):
+        self.calls.append((self.name, "direct", arguments))
+
+    def standard(self, *arguments):
+        self.calls.append((self.name, "standard", arguments))
+
+
+def recorded_launcher(m, n, k, is_direct=True):
+    """A PreparedLauncher built for the interpreter, its launches RecordedLaunch; (launcher,
+    the calls)."""
+    launcher = prepared.PreparedLauncher(prepared.prepared_config(m, n, k), "interpreter", m, n,
+                                         k, (k, 1), "cpu", True)
+    calls = []
+    launcher.launches = {name: RecordedLaunch(calls, name, is_direct)
+                         for name in launcher.launches}
+    return launcher, calls
+
+
+def test_a_call_takes_the_direct_launch_with_its_operands_as_they_come_and_a_counter_row_in_turn():
+    """Split K (two splits): fp32 partials [splits, M, N] and the launcher's counter rows, one
+    after the other call by call; the direct launch takes values and scales themselves, after
+    the constants of the launch."""
+    m, n, k = 5, 128, 1024
+    launcher, calls = recorded_launcher(m, n, k)
+    a = torch.zeros(m, k, dtype=torch.bfloat16)
+    weight = layout.swizzle(*random_mxfp4(n, k, seed=2))
+    outs = [launcher(a, weight.values, weight.scales) for _ in range(3)]
+    assert [(name, how) for name, how, _ in calls] == [("gemm", "direct")] * 3
+    rows = launcher.counter_rows
+    for (_, _, arguments), out, row in zip(calls, outs, (0, 1, 2)):
+        assert arguments[0] is a and arguments[1] is weight.values and arguments[2] is weight.scales
+        assert arguments[3] is out and out.shape == (m, n) and out.dtype == torch.bfloat16
+        assert arguments[4].shape == (2, m, n) and arguments[4].dtype == torch.float32
+        assert arguments[5] is rows[row]
+        assert arguments[6:] == tuple(launcher.constants["gemm"])
+    assert outs[0] is not outs[1]
+
+
+def test_a_call_takes_the_standard_launch_on_the_kernels_views_where_asked_or_misaligned():
+    """direct=False, or a tensor 8 bytes off the alignment, or a launch without the direct
+    launch: the standard launch, on weight_arguments' views of the weight; without split K the
+    output stands in for partials and counters."""
+    m, n, k = 3, 64, 256
+    weight = layout.swizzle(*random_mxfp4(n, k, seed=2))
+    views = hopper_prepared_gemm.weight_arguments(weight)
+    a = torch.zeros(m, k + 4, dtype=torch.bfloat16)
+    for launcher_direct, operand, direct in ((True, a[:, :k], False), (True, a[:, 4:], True),
+                                             (False, a[:, :k], True)):
+        launcher, calls = recorded_launcher(m, n, k, launcher_direct)
+        out = launcher(operand, weight.values, weight.scales, direct)
+        [(name, how, arguments)] = calls
+        assert (name, how) == ("gemm", "standard")
+        assert arguments[0] is operand
+        assert all(torch.equal(got, view) and got.dtype == view.dtype
+                   for got, view in zip(arguments[1:3], views))
+        assert arguments[3] is arguments[4] is arguments[5] is out
+
+
+def test_a_call_of_a_quantized_once_a_quantizes_then_dequantizes_then_multiplies_its_values():
+    m, n, k = prepared.A_DEQUANTIZED_MIN_M, 128, 256
+    launcher, calls = recorded_launcher(m, n, k)
+    a = torch.zeros(m, k, dtype=torch.bfloat16)
+    weight = layout.swizzle(*random_mxfp4(n, k, seed=2))
+    launcher(a, weight.values, weight.scales)
+    assert [(name, how) for name, how, _ in calls] == [
+        ("quantize", "direct"), ("dequantize_a", "direct"), ("gemm", "direct")]
+    (_, _, quantize), (_, _, dequantize), (_, _, gemm) = calls
+    codes, scales = quantize[1:3]
+    assert quantize[0] is a and dequantize[:2] == (codes, scales)
+    values = dequantize[2]
+    assert values.shape == (m, k) and values.dtype == torch.bfloat16 and gemm[0] is values
+    launcher(a, weight.values, weight.scales, direct=False)
+    assert [(name, how) for name, how, _ in calls[3:]] == [
+        ("quantize", "standard"), ("dequantize_a", "standard"), ("gemm", "standard")]
+
+
+def test_the_ops_fake_gives_a_bf16_m_by_n_on_as_device():
+    """What torch.compile traces the op with (on meta tensors): a new bf16 [M, N], N 16 rows a
+    weight tile."""
+    a = torch.empty(3, 256, dtype=torch.bfloat16, device="meta")
+    values = torch.empty(5, 4, 8, 4, 4, 4, dtype=torch.uint8, device="meta")
+    scales = torch.empty(5, 4, 8, 2, 2, dtype=torch.uint8, device="meta")
+    out = torch.ops.mxfp4_mm.gemm_prepared(a, values, scales, 256, False)
+    assert (tuple(out.shape), out.dtype, out.device.type) == ((3, 80), torch.bfloat16, "meta")
+
+
+def test_each_problem_takes_a_launcher_of_its_own_and_no_rows_none(fresh_cache, monkeypatch,
+                                                                   device):
+    """The launcher cache keyed by the problem (launchers.cached_launcher): another M, another
+    weight (N or K) each build one, the same problem again none; M = 0 gives an empty bf16
+    [0, N] without building any."""
+    built = []
+
+    def build(arch, backend, m, n, k, a_strides, device, wide_scales):
+        built.append((m, n, k))
+        number = len(built)
+        return lambda a, values, scales: torch.full((m, n), number, dtype=torch.bfloat16,
+                                                    device=a.device)
+    monkeypatch.setattr(prepared, "proven_prepared_launcher", build)
+    weights = {(n, k): prepared.hopper_weight_from_mxfp4(*(t.to(device) for t in random_mxfp4(
+        n, k, seed=n + k))) for n, k in ((64, 256), (32, 256), (64, 320))}
+
+    def call(m, n, k):
+        return prepared.gemm_prepared(torch.zeros(m, k, dtype=torch.bfloat16, device=device),
+                                      weights[n, k])
+    empty = call(0, 64, 256)
+    assert (tuple(empty.shape), empty.dtype, built) == ((0, 64), torch.bfloat16, [])
+    assert [int(call(*shape)[0, 0]) for shape in ((2, 64, 256), (3, 64, 256), (2, 64, 256),
+                                                   (2, 32, 256), (2, 64, 320))] == [1, 2, 1, 3, 4]
+    assert built == [(2, 64, 256), (3, 64, 256), (2, 32, 256), (2, 64, 320)]
+
+
+def test_the_ladder_of_the_prepared_path_is_the_direct_then_the_standard_launch(monkeypatch):
+    """Both rungs the rule's config, for the call's problem; nothing below them."""
+    built = []
+
+    class Recorded:
+        quantizer, splits, proof_repeats, launches_per_call = "software", 1, 0, 1
+
+        def __init__(self, *arguments):
+            built.append(arguments)
+            self.config = arguments[0]
+    monkeypatch.setattr(prepared, "PreparedLauncher", Recorded)
+    rungs = prepared.prepared_rungs("cuda", 5, 128, 1024, (2048, 1), "meta", True)
+    config = prepared.prepared_config(5, 128, 1024)
+    assert [(rung.name, rung.config) for rung in rungs] == [
+        ("prepared", config), ("prepared, standard launch", config)]
+    for rung in rungs:
+        wrapper = rung.build()
+        assert isinstance(wrapper.launcher, Recorded)
+    assert built == [(config, "cuda", 5, 128, 1024, (2048, 1), "meta", True, allow)
+                     for allow in (True, False)]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("fault, rung", [(None, "prepared"),
+                                         ("wrong", "prepared, standard launch")])
+def test_the_proven_launcher_is_the_prepared_one_named_by_the_rung_that_proved_it(
+        monkeypatch, fault, rung):
+    m, n, k = 1, 48, 64
+    if fault:
+        monkeypatch.setenv("MXFP4_MM_FAULT", f"{fault}:{m},{n},{k}")
+    launcher = prepared.proven_prepared_launcher("interpreter", "interpreter", m, n, k, (k, 1),
+                                                 "cpu", False)
+    assert isinstance(launcher, prepared.PreparedLauncher)
+    assert launcher.rung == rung and launcher.config == prepared.prepared_config(m, n, k)
 
 
 @pytest.mark.interpreter

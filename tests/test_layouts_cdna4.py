@@ -112,6 +112,24 @@ def test_shuffle_weight_rejects_bad_shapes(fn, shape):
         fn(torch.zeros(shape, dtype=torch.uint8))
 
 
+def test_a_bad_shape_is_refused_naming_n_and_k_half():
+    with pytest.raises(ValueError, match=r"^shuffle_weight needs N % 16 == 0 and K/2 % 32 == 0 "
+                                         r"\(K % 64 == 0\), got N=24, K/2=64$"):
+        shuffle_weight(torch.zeros((24, 64), dtype=torch.uint8))
+
+
+def test_the_shuffles_stay_on_their_tensors_device():
+    """The meta device standing in for a GPU: the output where the input is, its padding
+    included."""
+    scales = torch.empty((40, 12), dtype=torch.uint8, device="meta")
+    out = e8m0_shuffle(scales, pad_value=127)
+    assert out.device.type == "meta" and out.shape == (256, 16)
+    assert e8m0_unshuffle(out, 40, 12).device.type == "meta"
+    codes = torch.empty((32, 64), dtype=torch.uint8, device="meta")
+    assert shuffle_weight(codes).device.type == "meta"
+    assert unshuffle_weight(codes).device.type == "meta"
+
+
 # ----------------------------------------------------------------------------- e8m0_shuffle
 
 def _scale_flat_index(r, c, sn):

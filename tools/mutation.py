@@ -1,7 +1,7 @@
 """Mutation testing of the suite: how many seeded one-line bugs do the tests catch?
 
-    python -m tools.mutation [--workers 2] [--sample 300] [--budget-s 3300] [--only GLOB]
-                             [--root PATH] [--no-kernels] [--keep]
+    python -m tools.mutation [--workers 2] [--sample 300] [--budget-s 3300] [--only GLOB ...]
+                             [--tests TEST ...] [--root PATH] [--no-kernels] [--keep]
 
 Runs in a copy of the tree (the files git tracks or would track, taken from --root, default
 this checkout), never in the tree itself; mutmut's copy holds it as mxfp4_mm/, so that mutmut's
@@ -10,9 +10,10 @@ names for the mutated functions are the modules the tests import:
 1. The jit kernels, which mutmut cannot rewrite, get the hand-written mutants of
    mutation/kernel_mutants.toml: each applied to a fresh copy, its tests run, --workers at once.
 2. mutmut (the `mutation` extra; config in pyproject.toml's [tool.mutmut]) mutates every
-   function of launchers/, kernels/formats.py and tools/{bundle,evaluate,check,fit,tune,bench}.py
-   and runs, per mutant, only the tests that call the mutated function (mutmut's map of which tests reach
-   which function), --workers mutants at once.
+   function of launchers/, kernels/formats.py, kernels/layouts/, kernels/hopper_prepared_gemm.py
+   and tools/{bundle,evaluate,check,fit,tune,bench,sm90_loop}.py but the @triton.jit ones, and
+   runs, per mutant, only the tests that call the mutated function (mutmut's map of which tests
+   reach which function; of its selection, or of --tests), --workers mutants at once.
 --budget-s bounds the whole run: what it leaves unrun is reported as not run.
 
 A surviving mutant listed in mutation/equivalent.toml (same function, same changed line) counts
@@ -42,6 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT_FILE = ROOT / "mutation" / "equivalent.toml"
 KERNEL_MUTANTS_FILE = ROOT / "mutation" / "kernel_mutants.toml"
 KERNEL_TEST_TIMEOUT_S = 600
+MUTMUT_STOP_S = 120     # how long mutmut, interrupted, may take to save what it has
 DEFAULT_SAMPLE = 300
 DEFAULT_BUDGET_S = 3300.0
 PRODUCT = ("kernels", "launchers")   # the submission's code; everything else is tools
@@ -86,16 +88,40 @@ def copy_tree(root: Path, destination: Path) -> None:
             target = destination / name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target)
+    link_side_tritons(destination)
+
+
+def link_side_tritons(destination: Path) -> None:
+    """destination/.triton: a link to this checkout's side Triton installs, where it has some."""
     if (ROOT / ".triton").is_dir():
+        destination.mkdir(parents=True, exist_ok=True)
         (destination / ".triton").symlink_to(ROOT / ".triton")
+
+
+def _selection_span(text: str) -> tuple:
+    """(start, end) of the mutmut test selection's list in a pyproject.toml's text."""
+    start = text.index("pytest_add_cli_args_test_selection = [")
+    return start, text.index("]", start) + 1
+
+
+def select_tests(tree: Path, tests) -> None:
+    """tree's mutmut test selection replaced by `tests` (paths or node ids of tree's tests),
+    refused where one is no file of tree."""
+    missing = [test for test in tests if not (tree / test.partition("::")[0]).is_file()]
+    if missing:
+        fail(f"--tests: no such test file: {', '.join(missing)}")
+    text = (tree / "pyproject.toml").read_text()
+    start, end = _selection_span(text)
+    listed = ", ".join(json.dumps(test) for test in tests)
+    (tree / "pyproject.toml").write_text(
+        text[:start] + f"pytest_add_cli_args_test_selection = [{listed}]" + text[end:])
 
 
 def use_config_of_this_checkout(tree: Path) -> None:
     """This checkout's pyproject.toml in tree, its mutmut test selection cut to the tests that
     tree has."""
     text = (ROOT / "pyproject.toml").read_text()
-    start = text.index("pytest_add_cli_args_test_selection = [")
-    end = text.index("]", start) + 1
+    start, end = _selection_span(text)
     selection = tomllib.loads(text[start:end])["pytest_add_cli_args_test_selection"]
 
     def present(test):
@@ -152,24 +178,48 @@ def area(module: str) -> str:
     return "product" if module.replace("/", ".").split(".")[0] in PRODUCT else "tools"
 
 
-def _mutmut(tree: Path, workers: int, names: list, log, deadline=None) -> None:
-    """mutmut run in tree; interrupted (it keeps what it has) at the deadline (monotonic s)."""
+# mutmut's words for a run that could not run the tests in its copy
+MUTMUT_SETUP_FAILURES = ("failed to collect stats", "Failed to run clean test",
+                         "Failed to run pytest with args")
+
+
+def _mutmut(tree: Path, workers: int, names: list, log, deadline=None) -> bool:
+    """mutmut run in tree, in a process group of its own; at the deadline (monotonic s)
+    interrupted as Ctrl-C interrupts it (it keeps what it has), and whatever it forked that
+    outlives it ended (an interrupted run leaves the child running its tests). Returns whether
+    the deadline cut it short. Fails where mutmut, not cut short, says in this run's output
+    that it could not run the tests in its copy."""
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONDONTWRITEBYTECODE="1")
     log.flush()
+    start = os.path.getsize(log.name)
     process = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children",
                                 str(workers), *(f"{PACKAGE}.{name}" for name in names)],
-                               cwd=tree, env=env, stdout=log,
-                               stderr=subprocess.STDOUT)
+                               cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    cut = False
     try:
         process.wait(None if deadline is None else max(1.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
-        process.send_signal(signal.SIGINT)
+        cut = True
+    finally:                          # also where tools.mutation itself is interrupted
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(MUTMUT_STOP_S)
+            except subprocess.TimeoutExpired:
+                pass                  # ended with the rest of its group below
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:    # nothing of it left
+            pass
         process.wait()
-    text = Path(log.name).read_text(errors="replace")
-    for failure in ("failed to collect stats", "Failed to run clean test",
-                    "Failed to run pytest with args"):
-        if failure in text:
+    with open(log.name, "rb") as output:
+        output.seek(start)
+        text = output.read().decode(errors="replace")
+    for failure in MUTMUT_SETUP_FAILURES:
+        if failure in text and not cut:
             fail(f"mutmut: {failure} (the tests fail in mutmut's copy; see {log.name})")
+    return cut
 
 
 def _results(tree: Path, log) -> dict:
@@ -183,18 +233,26 @@ def _results(tree: Path, log) -> dict:
             for name, value in json.loads(listed.stdout).items()}
 
 
-def run_mutmut(tree: Path, workers: int, only: str, sample: int, log, deadline=None) -> dict:
-    """{mutant: (exit code, diff)} after mutmut ran in tree: every mutant matching `only`
-    (a glob; all when empty), or a fixed random sample of `sample` of them; those the deadline
-    left unrun have exit code None."""
+def selected(name: str, only) -> bool:
+    """Whether mutant `name` matches one of the globs `only` (any mutant when there are
+    none)."""
+    return not only or any(fnmatch.fnmatch(name, glob) for glob in only)
+
+
+def run_mutmut(tree: Path, workers: int, only, sample: int, log, deadline=None) -> dict:
+    """{mutant: (exit code, diff)} after mutmut ran in tree: every mutant matching one of
+    the globs `only` (all when there are none), or a fixed random sample of `sample` of them;
+    those the deadline left unrun have exit code None."""
     if not sample:
-        _mutmut(tree, workers, [only] if only else [], log, deadline)
-        return _results(tree, log)
-    _mutmut(tree, workers, [NO_MUTANT], log, deadline)   # the mutants and the test map only
-    names = sorted(name for name in _results(tree, log) if fnmatch.fnmatch(name, only or "*"))
+        _mutmut(tree, workers, list(only), log, deadline)
+        return {name: result for name, result in _results(tree, log).items()
+                if selected(name, only)}
+    cut = _mutmut(tree, workers, [NO_MUTANT], log, deadline)   # the mutants and the test map
+    names = sorted(name for name in _results(tree, log) if selected(name, only))
     chosen = random.Random(SAMPLE_SEED).sample(names, min(sample, len(names)))
     print(f"tools.mutation: {len(chosen)} of {len(names)} mutants sampled", file=log, flush=True)
-    _mutmut(tree, workers, chosen, log, deadline)
+    if not cut:
+        _mutmut(tree, workers, chosen, log, deadline)
     results = _results(tree, log)
     return {name: results[name] for name in chosen}
 
@@ -317,15 +375,21 @@ def build_parser():
                              "mutants and equivalents are this checkout's")
     parser.add_argument("--workers", type=positive_int, default=2,
                         help="mutants run at once, mutmut's and the kernels' (default 2)")
-    parser.add_argument("--only", default="",
-                        help="mutmut mutant-name glob, e.g. 'launchers.tuner.*' (skips the kernels)")
+    parser.add_argument("--only", nargs="+", default=[], metavar="GLOB",
+                        help="mutmut mutant-name globs, e.g. 'launchers.tuner.*' "
+                             "'tools.bench.x_host_*' (a mutant matching any of them runs; skips "
+                             "the kernels)")
     parser.add_argument("--sample", type=non_negative_int, default=DEFAULT_SAMPLE,
                         help=f"run a fixed random sample of this many mutmut mutants (default "
-                             f"{DEFAULT_SAMPLE}; 0: all of them, about 4,700, hours on 2 cores)")
+                             f"{DEFAULT_SAMPLE}; 0: all of them, about 13,000, hours on 2 cores)")
     parser.add_argument("--budget-s", type=positive_float, default=DEFAULT_BUDGET_S,
                         help=f"stop after this many seconds in all, keeping what ran (default "
                              f"{DEFAULT_BUDGET_S:.0f}; the mutants left, the slowest mutmut ones "
                              f"among them, are reported not run)")
+    parser.add_argument("--tests", nargs="+", metavar="TEST",
+                        help="the tests mutmut may run (paths or node ids), instead of "
+                             "[tool.mutmut]'s selection: per mutant those of them that call its "
+                             "function; fewer tests, a faster run and a lower score at most")
     parser.add_argument("--no-kernels", action="store_true", help="skip the kernel mutants")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     return parser
@@ -343,7 +407,10 @@ def main(argv=None) -> int:
     copy_tree(root, tree / PACKAGE)
     if root != ROOT:   # another tree (a baseline) is measured with this checkout's config
         use_config_of_this_checkout(tree / PACKAGE)
+    if args.tests:
+        select_tests(tree / PACKAGE, args.tests)
     mutmut_layout(tree)
+    link_side_tritons(tree / "mutants" / PACKAGE)     # mutmut's own copy, where the tests run
     print(f"tools.mutation: working in {work} (log {log_path})", flush=True)
     with open(log_path, "w") as log:
         deadline = started + args.budget_s
@@ -355,6 +422,8 @@ def main(argv=None) -> int:
     lines, _ = summarize(results, kernel_results, load_equivalents(EQUIVALENT_FILE),
                          time.monotonic() - started,
                          {entry["id"]: entry["file"] for entry in kernel_mutants})
+    if args.tests:
+        lines.insert(1, f"tests: {' '.join(args.tests)} (not [tool.mutmut]'s selection)")
     (work / "summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     if not args.keep:
