@@ -604,7 +604,7 @@ def test_the_gemms_arguments_for_a_quantized_once_a_split_k_and_a_strided_a():
 
 def test_the_gemm_is_launched_on_the_tensors_the_kernel_reads():
     """The sample tensors a launch is bound to, as the kernel takes them: A bf16 [M, K] of the
-    call's strides, the weight's values as int16 [N/16, Kp/64, 256] and scales as int32
+    call's strides, the weight's values as int32 words [N/16, Kp/64, 128] and scales as int32
     [N/16, Kp/64, 8], C bf16 [M, N]; with split K fp32 partials [splits, M, N] and an int32
     counter row, else C in their place."""
     def tensors(m, n, k, a_strides):
@@ -616,7 +616,7 @@ def test_the_gemm_is_launched_on_the_tensors_the_kernel_reads():
     split = tensors(5, 128, 1024, (1, 5))
     a, b, b_scales, c = (split[name] for name in ("a_ptr", "b_ptr", "b_scales_ptr", "c_ptr"))
     assert (a.dtype, tuple(a.shape), a.stride()) == (torch.bfloat16, (5, 1024), (1, 5))
-    assert (b.dtype, tuple(b.shape)) == (torch.int16, (8, 16, 256))
+    assert (b.dtype, tuple(b.shape)) == (torch.int32, (8, 16, 128))
     assert (b_scales.dtype, tuple(b_scales.shape)) == (torch.int32, (8, 16, 8))
     assert (c.dtype, tuple(c.shape)) == (torch.bfloat16, (5, 128))
     assert split["partials_ptr"].dtype == torch.float32
@@ -624,7 +624,7 @@ def test_the_gemm_is_launched_on_the_tensors_the_kernel_reads():
     assert split["counters_ptr"].dtype == torch.int32
     assert all(tensor.device.type == "meta" for tensor in split.values())
     whole = tensors(3, 64, 320, (320, 1))
-    assert tuple(whole["b_ptr"].shape) == (4, 8, 256)
+    assert tuple(whole["b_ptr"].shape) == (4, 8, 128)
     assert whole["partials_ptr"] is whole["c_ptr"] is whole["counters_ptr"]
 
 
