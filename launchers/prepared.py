@@ -48,6 +48,7 @@ from ..kernels.quantize import quantized_outputs
 from . import (cached_launcher, call_signature, checked_signature, define_op, empty_output,
                launcher_of_signature)
 from .bypass import aligned, backend_options
+from .gemm_config import DEQUANT_CONFIG
 from .gemm import (LaunchSpec, bound_launch, counter_rows, quantize_spec,
                    split_plan, threads_per_program)
 from .inputs import CPU_HOWTO, KERNELS_NEED_A_GPU
@@ -131,9 +132,11 @@ def prepared_launch_specs(config: PreparedConfig, backend: str, m: int, n: int, 
         codes, scales = quantized_outputs(m, k, device)
         specs.append(quantize_spec(backend, m, k, a_strides, device, "software", codes, scales))
         a = torch.empty((m, k), dtype=torch.bfloat16, device=device)
-        grid, arguments = dequantize_launch(codes, scales, a, False)
+        # the dequant path's tile and warps (at 64 x 256 with 4 warps the kernel spills)
+        grid, arguments = dequantize_launch(codes, scales, a, False, DEQUANT_CONFIG.block_m,
+                                            DEQUANT_CONFIG.block_k)
         specs.append(LaunchSpec("dequantize_a", dequantize_kernel, grid,
-                                _options(backend, 4, 1), arguments,
+                                _options(backend, DEQUANT_CONFIG.num_warps, 1), arguments,
                                 per_call=3))    # dequantize_launch puts (codes, scales, out) first
     splits, split_size = config.splits_for(k)
     c = torch.empty((m, n), dtype=torch.bfloat16, device=device)

@@ -19,8 +19,8 @@ the same tiles by the PTX in tests/test_hopper_gemm's CPU emulator of its instru
 the op by that PTX on a weight whose scales take the wide conversion (the launch given
 WIDE_SCALES); the layer. The op refuses another backend in one line, and on sm_90 serves M up to
 the chip's record (Target.prepared_max_m), refusing one row more in one line. Cross-compiled for sm_90 with the runner's
-Triton: every served config of Llama-3-8B's decode shapes fits, with no stack, and its main
-loop costs under the bounds below (tools.sm90_loop).
+Triton: every served config of Llama-3-8B's decode shapes fits, every launch of its call
+without a stack, and its main loop costs under the bounds below (tools.sm90_loop).
 """
 
 import os
@@ -469,10 +469,15 @@ LOOP_BOUNDS = {1: 3.4, 7: 4.5, 16: 2.4, 32: 2.45, 128: 2.8}
 _CROSS_COMPILE = """
 import json, os
 os.environ.pop("TRITON_INTERPRET", None)
+from mxfp4_mm.launchers.prepared import prepared_config, prepared_launch_specs
 from mxfp4_mm.tools import sm90_loop
+from mxfp4_mm.tools.fit import launch_resources
 from mxfp4_mm.tools.model_shapes import model_pairs
 shapes = [(m, n, k) for n, k in model_pairs(["llama-3-8b"]) for m in (1, 3, 8, 16, 32, 64, 128)]
-print(json.dumps(sm90_loop.rows(shapes, paths=("prepared",))))
+launches = [dict(launch_resources("sm_90", spec), shape=[m, n, k]) for m, n, k in shapes
+            for spec in prepared_launch_specs(prepared_config(m, n, k), "cuda", m, n, k, (k, 1),
+                                              "meta")]
+print(json.dumps(dict(loops=sm90_loop.rows(shapes, paths=("prepared",)), launches=launches)))
 """
 
 
@@ -484,7 +489,12 @@ def test_every_served_config_compiles_for_sm90_without_a_stack_within_its_loop_b
     done = subprocess.run([sys.executable, "-c", _CROSS_COMPILE], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = json.loads(done.stdout.splitlines()[-1])
+    compiled = json.loads(done.stdout.splitlines()[-1])
+    for launch in compiled["launches"]:     # the quantize and dequantize launches of A too
+        assert launch["fits"] and not launch["spills"], launch
+    assert {launch["kernel"] for launch in compiled["launches"]} == {"quantize", "dequantize_a",
+                                                                     "gemm"}
+    rows = compiled["loops"]
     assert len(rows) == 4 * 7
     for row in rows:
         m = row["shape"][0]

@@ -41,6 +41,15 @@ def reach(monkeypatch):
             monkeypatch.setitem(targets.TARGETS, arch, target)
 
 
+@pytest.fixture(autouse=True)
+def memory_given_back():
+    """Each test's freed memory handed back to the GPU after it: model-sized weights cached by
+    the allocator in each of several test processes outgrow one card."""
+    yield
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def strided_copy(a: torch.Tensor) -> torch.Tensor:
     """A's values in every second column of a wider tensor (row stride 2K, column stride 2)."""
     wide = torch.zeros(a.shape[0], 2 * a.shape[1], dtype=a.dtype, device=a.device)

@@ -10,7 +10,8 @@ once against the reference, then timed: "prepared", the rule's config
 (launchers.prepared.prepared_config); "stages3", the same with Triton's pipeliner (three
 stages) instead of the register prefetch; "a_flip", the same with A quantized the other way
 (once by its own launches, or in the GEMM); "n_flip", the same with the other BLOCK_N (64 and
-4 warps, or 128 and 8); "custom_kernel", submission.custom_kernel on
+4 warps, or 128 and 8); each combination of those three changes, named by theirs joined with
+"+" ("a_flip+stages3"); "custom_kernel", submission.custom_kernel on
 (A, B_shuffle, B_scale_sh); "bf16", F.linear on the bf16 weight; and "bytes": an empty launch
 plus the prepared weight's bytes (values and scales) and A's and C's at the copy bandwidth
 measured in the run. Prints a table with prepared/bf16 and prepared/bytes; tuned configs are
@@ -21,7 +22,10 @@ import torch
 
 from .evaluate import _num
 
-VARIANTS = ("prepared", "stages3", "a_flip", "n_flip", "custom_kernel", "bf16")
+FLIPS = ("a_flip", "n_flip", "stages3")
+FLIP_COMBINATIONS = tuple("+".join(flip for flip in FLIPS if mask >> FLIPS.index(flip) & 1)
+                          for mask in range(1, 1 << len(FLIPS)))
+VARIANTS = ("prepared",) + FLIP_COMBINATIONS + ("custom_kernel", "bf16")
 
 
 def prepared_bytes(m, n, k, weight) -> int:
@@ -32,9 +36,16 @@ def variant_configs(m, n, k) -> dict:
     from mxfp4_mm.launchers.prepared import prepared_config
     config = prepared_config(m, n, k)
     warps = 12 - config.num_warps           # 4 <-> 8
-    return {"prepared": config, "stages3": config._replace(num_stages=3),
-            "a_flip": config._replace(a_dequantized=not config.a_dequantized),
-            "n_flip": config._replace(num_warps=warps, block_n=16 * warps)}
+    changes = {"a_flip": dict(a_dequantized=not config.a_dequantized),
+               "n_flip": dict(num_warps=warps, block_n=16 * warps),
+               "stages3": dict(num_stages=3)}
+    configs = {"prepared": config}
+    for name in FLIP_COMBINATIONS:
+        fields = {}
+        for flip in name.split("+"):
+            fields.update(changes[flip])
+        configs[name] = config._replace(**fields)
+    return configs
 
 
 def prepared_row(spec, time_us, empty_kernel_us, bandwidth) -> dict:
@@ -84,11 +95,13 @@ def _ratio(row, over):
 
 
 def format_prepared_table(rows) -> str:
-    lines = [f"{'M':>4} {'N':>6} {'K':>6} {'MB':>6} " + " ".join(f"{v:>13}" for v in VARIANTS)
+    widths = {v: max(9, len(v)) for v in VARIANTS}
+    lines = [f"{'M':>4} {'N':>6} {'K':>6} {'MB':>6} "
+             + " ".join(f"{v:>{widths[v]}}" for v in VARIANTS)
              + f" {'bytes':>8} {'prep/bf16':>9} {'prep/bytes':>10}  config"]
     for row in rows:
         lines.append(f"{row['m']:>4} {row['n']:>6} {row['k']:>6} {row['weight_mb']:>6.1f} "
-                     + " ".join(_num(row[f'{v}_us'], 13, 2) for v in VARIANTS)
+                     + " ".join(_num(row[f'{v}_us'], widths[v], 2) for v in VARIANTS)
                      + f" {_num(row['bytes_us'], 8, 2)} {_num(_ratio(row, 'bf16'), 9, 2)} "
                      f"{_num(_ratio(row, 'bytes'), 10, 2)}  {row['configs'].get('prepared', '')}")
     return "\n".join(lines)
