@@ -52,7 +52,7 @@ class Target:
     # From this M on, the fused Hopper GEMMs take large pipelined tiles: the prepared path's
     # rule (launchers.prepared.large_tile_config) and, on custom_kernel's weight, the hopper
     # path's large tile timed beside the dequant path (launchers.candidates.path_candidates).
-    # None: the chip has no such tiles.
+    # None: the chip has no such tiles (no wgmma, or an FP4 MMA of its own).
     large_tiles_from_m: Optional[int] = None
 
     @property
@@ -97,7 +97,8 @@ def target_facts(arch: str) -> Target:
         return Target(arch, "nvidia", "sm_90",
                       vendor_gemm_from_m=None if sm >= FP4_MMA_FROM_SM else SM90.vendor_gemm_from_m,
                       prepared_max_m=SM90.prepared_max_m if sm >= 90 else None,
-                      large_tiles_from_m=SM90.large_tiles_from_m if sm >= 90 else None)
+                      large_tiles_from_m=(SM90.large_tiles_from_m
+                                          if 90 <= sm < FP4_MMA_FROM_SM else None))
     return Target(arch, "amd", "gfx950")
 
 

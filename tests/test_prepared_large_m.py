@@ -37,8 +37,8 @@ LARGE_SHAPES = [(1024, 4096, 4096), (2048, 4096, 4096), (2048, 7168, 2048), (153
 def test_the_rule_takes_the_large_tiles_from_the_targets_threshold(monkeypatch):
     threshold = SM90.large_tiles_from_m
     assert target_facts("sm_90").large_tiles_from_m == threshold
-    assert target_facts("sm_100").large_tiles_from_m == threshold   # wgmma from sm_90 on
-    assert target_facts("sm_89").large_tiles_from_m is None
+    assert target_facts("sm_100").large_tiles_from_m is None    # its own FP4 MMA
+    assert target_facts("sm_89").large_tiles_from_m is None     # no wgmma
     assert target_facts("gfx950").large_tiles_from_m is None
     below = prepared.prepared_config(threshold - 1, 4096, 4096)
     assert below not in prepared.large_tiles() and below.num_stages == 1
@@ -99,19 +99,25 @@ def test_each_large_tile_matches_the_reference_at_odd_shapes(hopper_device, tile
 _CROSS_COMPILE = """
 import json, os, sys
 os.environ.pop("TRITON_INTERPRET", None)
+from mxfp4_mm.launchers.candidates import HOPPER_LARGE_TILE
+from mxfp4_mm.launchers.gemm_config import config_from_fields
 from mxfp4_mm.launchers.prepared import large_tiles
-from mxfp4_mm.tools import sm90_loop
+from mxfp4_mm.tools import fit, sm90_loop
 served = [tuple(shape) for shape in json.loads(sys.argv[1])]
 rows = sm90_loop.rows(served, paths=("prepared",))
 for tile in large_tiles():
     rows += sm90_loop.rows([(4096, 4096, 4096), (1024, 1040, 576)], paths=("prepared",),
                            prepared_tile=tile)
-print(json.dumps(rows))
+hopper = [fit.config_row("sm_90", shape, config_from_fields(HOPPER_LARGE_TILE))
+          for shape in [(4096, 4096, 4096), (300, 1040, 576)]]
+print(json.dumps([rows, hopper]))
 """
 
 
 def test_every_large_tile_and_served_config_compiles_for_sm90_within_shared_memory_and_no_stack(
         runners_triton):
+    """The prepared path's (tools.sm90_loop) and the hopper path's large tile (tools.fit: its
+    quantize launch and its GEMM)."""
     import json
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.pathsep.join([*runners_triton, str(ROOT)])
@@ -119,7 +125,7 @@ def test_every_large_tile_and_served_config_compiles_for_sm90_within_shared_memo
     done = subprocess.run([sys.executable, "-c", _CROSS_COMPILE, json.dumps(served)], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = json.loads(done.stdout.splitlines()[-1])
+    rows, hopper = json.loads(done.stdout.splitlines()[-1])
     assert len(rows) == len(served) + 2 * len(prepared.large_tiles())
     labels = {tile.label for tile in prepared.large_tiles()}
     for row in rows:
@@ -127,3 +133,39 @@ def test_every_large_tile_and_served_config_compiles_for_sm90_within_shared_memo
         assert row["fits"] and row["shared_bytes"] <= SM90.shared_memory_bytes, row
         assert row["stack_bytes"] == 0 and row["registers"] <= 255, row
         assert row["loop_mix"]["HGMMA"] == row["config"]["block_k"] // 16, row
+    for row in hopper:
+        assert row["triton"] == "3.6.0" and [launch["kernel"] for launch in row["launches"]] == [
+            "quantize", "gemm"], row
+        assert row["fits"] and not row["spills"], row
+
+
+@pytest.mark.usefixtures("fresh_lookup")
+def test_the_hopper_paths_large_tile_is_timed_beside_the_dequant_path_from_the_threshold():
+    """custom_kernel's weight: from Target.large_tiles_from_m on the import-time tuner and
+    tools.tune time kernels.hopper_gemm's large tile beside the dequant path, which the lookup
+    still serves (launchers.configs)."""
+    from mxfp4_mm.launchers import tuner
+    from mxfp4_mm.launchers.candidates import HOPPER_LARGE_TILE
+    from mxfp4_mm.launchers.configs import config_lookup
+    from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG, config_from_fields
+    large = config_from_fields(HOPPER_LARGE_TILE)
+    m = SM90.large_tiles_from_m
+    assert config_lookup("sm_90", m, 4096, 4096)[0] == DEQUANT_CONFIG
+    found = tuner.candidate_configs("sm_90", (m, 4096, 4096))
+    assert DEQUANT_CONFIG in found and large in found
+    assert large not in tuner.candidate_configs("sm_90", (m - 1, 4096, 4096))
+    assert large not in tuner.candidate_configs("gfx950", (m, 4096, 4096))
+
+
+@pytest.mark.parametrize("m, n, k", [(300, 80, 320)])
+def test_the_hopper_paths_large_tile_matches_the_reference_at_an_odd_shape(hopper_device, m, n,
+                                                                           k):
+    from mxfp4_mm.launchers.candidates import HOPPER_LARGE_TILE
+    from mxfp4_mm.launchers.gemm_config import config_from_fields
+    from mxfp4_mm.launchers.paths import build_launcher
+    data = reference.generate_input(m, n, k, seed=m + n + k, device=hopper_device)
+    a = data[0]
+    launcher = build_launcher(config_from_fields(HOPPER_LARGE_TILE),
+                              current_target(a.device)[0], m, n, k, a.stride(), a.device)
+    ok, message = reference.check_implementation(data, launcher(a, data[3], data[4]))
+    assert ok, message
