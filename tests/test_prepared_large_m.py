@@ -169,3 +169,18 @@ def test_the_hopper_paths_large_tile_matches_the_reference_at_an_odd_shape(hoppe
                               current_target(a.device)[0], m, n, k, a.stride(), a.device)
     ok, message = reference.check_implementation(data, launcher(a, data[3], data[4]))
     assert ok, message
+
+
+def test_the_bench_times_the_other_kind_of_tile_and_at_large_m_no_flips():
+    """tools.bench --prepared: below the threshold "tile_alt" is the large tile that would
+    serve there; from it the rule's neighbour in LARGE_TILES, and the flips are not timed."""
+    from mxfp4_mm.tools.bench_prepared import FLIP_COMBINATIONS, variant_configs
+    tiles = prepared.large_tiles()
+    below = variant_configs(64, 4096, 4096)
+    assert below["tile_alt"] == prepared.large_tile_config(64, 4096, 4096)
+    assert set(FLIP_COMBINATIONS) <= set(below)
+    for m in (1024, 4096, 256):
+        configs = variant_configs(m, 4096, 4096)
+        assert list(configs) == ["prepared", "tile_alt"]
+        at = tiles.index(configs["prepared"])
+        assert configs["tile_alt"] == tiles[at - 1 if at else 1]
