@@ -12,13 +12,13 @@ Inputs:
 Outputs: c bf16 [M, N]; with SPLIT_K > 1 the fp32 partials and the split-K counters of
 kernels.splitk_reduce.store_output_tile (the protocol of kernels.preshuffle_gemm).
 
-A tile of B, BLOCK_N rows by BLOCK_K (256), is loaded as [R, 16] 32-bit words, R = (kc, w,
-g) = (BLOCK_K/64, BLOCK_N/16, 8): each thread's 16 bytes (4 words of 8 codes) are one load
-and hold its values of wgmma's register fragment (layouts.hopper). Each word becomes four
-bf16x2 pairs in PTX (PAIRS_ASM_0/1, by the word's K group, which picks its scales' half): a
-rotation and a mask (two of each for the last pair) put a pair's bits where value * 2**-126
-has them, and one mul.rn.bf16x2 by the pair's folded scale 2**(s - 1) (the 2**126 folded in)
-gives the value, exact. A weight with a scale byte above
+A tile of B, BLOCK_N rows by BLOCK_K (64, 128 or 256: whole units of the layout, which pads K
+to 256), is loaded as [R, 16] 32-bit words, R = (kc, w, g) = (BLOCK_K/64, BLOCK_N/16, 8): each
+thread's 16 bytes (4 words of 8 codes) are one load and hold its values of wgmma's register
+fragment (layouts.hopper). Each word becomes four bf16x2 pairs in PTX (PAIRS_ASM_0/1, by the
+word's K group, which picks its scales' half): a rotation and a mask (two of each for the last
+pair) put a pair's bits where value * 2**-126 has them, and one mul.rn.bf16x2 by the pair's
+folded scale 2**(s - 1) (the 2**126 folded in) gives the value, exact. A weight with a scale byte above
 layouts.hopper.FOLDED_SCALE_MAX_BYTE, NaN included (WIDE_SCALES), takes the multiply by
 2**126 and the scale 2**(s - 127) apart, as the byte-wise path does.
 Under the interpreter the same values are built as bits (dequantize.mxfp4_bf16_bits: its fp32
@@ -27,9 +27,10 @@ tl.dot multiplies bf16 operands as their raw integers).
 
 Grid: (SPLIT_K * cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),). Rows past M or N wrap onto valid rows
 (masked at the store); consecutive programs walk GROUP_M tiles of M first. Split s covers
-K [s * SPLIT_K_SIZE, min((s + 1) * SPLIT_K_SIZE, Kp)); A is masked past K (EVEN_K False). Requirements: BLOCK_K 256, BLOCK_N a multiple of 64
-(BLOCK_N / 16 warps' worth of rows: num_warps = BLOCK_N / 16), BLOCK_M >= 16 a power of two,
-SPLIT_K_SIZE a multiple of 256, K % 64 == 0, N % 16 == 0.
+K [s * SPLIT_K_SIZE, min((s + 1) * SPLIT_K_SIZE, Kp)); A is masked past K (EVEN_K False).
+Requirements: BLOCK_K 64, 128 or 256, BLOCK_N a multiple of 64 (BLOCK_N / 16 warps' worth of
+rows: num_warps = BLOCK_N / 16), BLOCK_M >= 16 a power of two, SPLIT_K_SIZE a multiple of
+BLOCK_K, K % 64 == 0, N % 16 == 0.
 PREFETCH (for num_stages 1) loads B's next tile into registers while the current one is
 converted; otherwise Triton's pipeliner (num_stages > 1) stages the loads in shared memory.
 """
@@ -45,7 +46,6 @@ from .quantize import INTERPRETED, quantize_tile_mxfp4
 from .splitk_reduce import store_output_tile
 from .tiles import loaded_a_rows, repeated_rows, tile_coordinates
 
-BLOCK_K = tl.constexpr(layout.K_ALIGN)
 NAN_SCALE = tl.constexpr(layout.NAN_SCALE)
 # Consecutive programs take up to 8 M tiles of one N tile, so that B's tile is read from L2.
 GROUP_M = tl.constexpr(8)
@@ -177,7 +177,8 @@ def _group_pairs(words, row_g, row_g8, GROUP: tl.constexpr, WIDE_SCALES: tl.cons
 
 
 @triton.jit
-def dequantize_weight_tile(words, scales, BLOCK_N: tl.constexpr, WIDE_SCALES: tl.constexpr):
+def dequantize_weight_tile(words, scales, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                           WIDE_SCALES: tl.constexpr):
     """words int32 [R, 16] (R = (BLOCK_K/64, BLOCK_N/16, 8), layouts.hopper's (kc, w, g);
     columns (t, group, j % 2)), scales uint32 [R, 4] (the row's scale word in each
     column t) -> the bf16 tile [BLOCK_N, BLOCK_K] (fp32 under the interpreter)."""
@@ -199,8 +200,8 @@ def dequantize_weight_tile(words, scales, BLOCK_N: tl.constexpr, WIDE_SCALES: tl
 def hopper_prepared_gemm_kernel(
     a_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr, M, N, K, K_UNITS,
     stride_am, stride_ak, stride_cm, stride_ps, stride_pm,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, A_ROWS: tl.constexpr, SPLIT_K: tl.constexpr,
-    SPLIT_K_SIZE: tl.constexpr, REDUCE_IN_GEMM: tl.constexpr, EVEN_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, A_ROWS: tl.constexpr,
+    SPLIT_K: tl.constexpr, SPLIT_K_SIZE: tl.constexpr, REDUCE_IN_GEMM: tl.constexpr, EVEN_K: tl.constexpr,
     CACHE_MODIFIER: tl.constexpr, A_DEQUANTIZED: tl.constexpr, WIDE_SCALES: tl.constexpr,
     THREADS: tl.constexpr, PREFETCH: tl.constexpr,
 ):
@@ -260,7 +261,8 @@ def hopper_prepared_gemm_kernel(
             a = dequantize_tile(a, a_scales, A_ROWS, BLOCK_K)
         if A_ROWS < BLOCK_M:
             a = repeated_rows(a, BLOCK_M // A_ROWS)
-        b = dequantize_weight_tile(b, bs.to(tl.uint32, bitcast=True), BLOCK_N, WIDE_SCALES)
+        b = dequantize_weight_tile(b, bs.to(tl.uint32, bitcast=True), BLOCK_N, BLOCK_K,
+                                   WIDE_SCALES)
         acc = tl.dot(b, a.trans(1, 0), acc)
         a_ptrs += BLOCK_K * stride_ak
 
@@ -277,9 +279,9 @@ def weight_arguments(weight):
             weight.scales.view(n16, units, 32).view(torch.int32))
 
 
-def prepared_arguments(a, weight, c, partials, counters, m, *, block_m, block_n, splits,
-                       split_size, reduce_in_gemm, cache_modifier=None, a_dequantized=False,
-                       threads=128, prefetch=True):
+def prepared_arguments(a, weight, c, partials, counters, m, *, block_m, block_n, block_k,
+                       splits, split_size, reduce_in_gemm, cache_modifier=None,
+                       a_dequantized=False, threads=128, prefetch=True):
     """Every argument of hopper_prepared_gemm_kernel in signature order, constexprs included:
     a bf16 [M, K] (with a_dequantized, A's quantized values, loaded BLOCK_M rows a tile
     straight into the MMA's shared operand), weight a
@@ -289,7 +291,7 @@ def prepared_arguments(a, weight, c, partials, counters, m, *, block_m, block_n,
     n, k = weight.n, weight.k
     return (a, b, b_scales, c, partials, counters, m, n, k, b.shape[1],
             a.stride(0), a.stride(1), c.stride(0), m * n, n,
-            block_m, block_n, block_m if a_dequantized else loaded_a_rows(m, block_m), splits,
+            block_m, block_n, block_k, block_m if a_dequantized else loaded_a_rows(m, block_m), splits,
             split_size, reduce_in_gemm,
             k % split_size == 0, cache_modifier, a_dequantized, weight.wide_scales, threads,
             prefetch)

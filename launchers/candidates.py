@@ -16,21 +16,34 @@ second wave hides, nor bytes per CU); none spills, needs scratch or has a hazard
 the tools.tune winners, and a later tools.tune winner.
 
 `path_candidates(arch, m)`: the other launchers (launchers.gemm_config.GEMM_PATHS) that the
-import-time tuner and tools.tune time beside ours at M, as config fields.
+import-time tuner and tools.tune time beside ours at M, as config fields: the dequant path, aiter's
+and, from Target.large_tiles_from_m on, the hopper path's large tile (HOPPER_LARGE_TILE).
 """
 
 from . import aiter_path
 from .targets import target_facts
 
 
+# kernels.hopper_gemm on custom_kernel's B_shuffle at large M: A quantized once (its codes
+# dequantized in each tile), Triton's pipeliner in two stages. Under Triton 3.6.0 for sm_90
+# (4096x4096x4096): 245 registers, no stack, 100352 shared bytes, 1501 SASS a K tile, 11.73
+# lane-instructions a weight element (B's unshuffle and both operands' conversion), so the
+# ALU takes about 1.5 times the MMA's time (16 * 11.73 / BLOCK_M 128); 256x128 spills.
+HOPPER_LARGE_TILE = {'block_m': 128, 'block_n': 128, 'block_k': 256, 'num_warps': 8,
+                     'num_stages': 2, 'quantize_a_once': True, 'swap_ab': True,
+                     'path': 'hopper'}
+
+
 def path_candidates(arch: str, m: int) -> list:
     """[config fields]: {"path": "dequant"} from the target's vendor_gemm_from_m on (chips
-    without FP4 MMA), {"path": "aiter"} from its aiter_candidate_from_m on (gfx950) where aiter
-    imports (launchers.targets)."""
+    without FP4 MMA), HOPPER_LARGE_TILE from its large_tiles_from_m on, {"path": "aiter"} from
+    its aiter_candidate_from_m on (gfx950) where aiter imports (launchers.targets)."""
     found = []
     target = target_facts(arch)
     if target.vendor_gemm_from_m is not None and m >= target.vendor_gemm_from_m:
         found.append({"path": "dequant"})
+    if target.large_tiles_from_m is not None and m >= target.large_tiles_from_m:
+        found.append(dict(HOPPER_LARGE_TILE))
     if (target.aiter_candidate_from_m is not None and m >= target.aiter_candidate_from_m
             and aiter_path.available()):
         found.append({"path": "aiter"})

@@ -94,13 +94,45 @@ class PreparedConfig(NamedTuple):
         return formats.cdiv(k_tiles * self.block_k, size), size
 
 
+# The large tiles (Target.large_tiles_from_m on), largest first, as (BLOCK_M, BLOCK_N, BLOCK_K,
+# warps, stages): A once, no split, Triton's pipeliner staging A and B in shared memory (no
+# register prefetch). Under Triton 3.6.0 for sm_90 (tools.isa --arch sm_90 --shapes, at
+# 4096x4096x4096), none with a stack; registers a thread, shared bytes, main-loop SASS a K
+# tile and lane-instructions a weight element:
+#   256x128x128 w8 s3: 240, 217088, 289, 4.52 (8 HGMMA.64x256x16 a warp)
+#   128x128x64  w8 s4: 120,  80896, 146, 4.56 (4 HGMMA.64x128x16; two programs an SM)
+#   64x128x128  w8 s3: 108,  69632, 246, 3.84 (8 HGMMA.64x64x16; two programs an SM)
+# A weight element feeds BLOCK_M FMAs: at 2048 bf16 FMAs and 128 lane-instructions a clock an
+# SM (H100), the dequantization takes 16 * lane-instructions / BLOCK_M of the MMA's time
+# (0.28, 0.57, 0.96). BLOCK_K 256 spills at BLOCK_M 256 (the dequantized B's 64 registers
+# beside the accumulator's 128) and takes 237568 bytes in three stages at BLOCK_M 128.
+LARGE_TILES = ((256, 128, 128, 8, 3), (128, 128, 64, 8, 4), (64, 128, 128, 8, 3))
+
+
+def large_tiles() -> list:
+    """LARGE_TILES as PreparedConfigs, in their order."""
+    return [PreparedConfig(block_m, block_n, 1, warps, stages, True, block_k)
+            for block_m, block_n, block_k, warps, stages in LARGE_TILES]
+
+
+def large_tile_config(m: int, n: int, k: int) -> PreparedConfig:
+    """The first of LARGE_TILES whose grid has a program for every SM of sm_90, else the last."""
+    configs = large_tiles()
+    return next((config for config in configs
+                 if gemm_tiles(m, n, config.block_m, config.block_n) >= SM90.processors),
+                configs[-1])
+
+
 def prepared_config(m: int, n: int, k: int) -> PreparedConfig:
-    """The rule: BLOCK_M the power of two at or above M from 16 to 64 (at 128 the accumulator
-    and B's registers spill), BLOCK_N 64 (4 warps) below A_DEQUANTIZED_MIN_M and 128 (8 warps)
-    from it, where A is quantized once by its own launches, one stage with B's next tile
-    prefetched into registers (Triton's pipeliner costs a wait and a descriptor a wgmma:
-    tools.isa --arch sm_90 --shapes), and K split in powers of two until the grid has
-    MIN_PROGRAMS programs, a split would have fewer than two K tiles, or MAX_SPLIT_K."""
+    """The rule: from sm_90's Target.large_tiles_from_m on, large_tile_config. Below it BLOCK_M
+    the power of two at or above M from 16 to 64, BLOCK_N 64 (4 warps) below
+    A_DEQUANTIZED_MIN_M and 128 (8 warps) from it, where A is quantized once by its own
+    launches, BLOCK_K 256 in one stage with B's next tile prefetched into registers (Triton's
+    pipeliner costs a wait and a descriptor a wgmma: tools.isa --arch sm_90 --shapes), and K
+    split in powers of two until the grid has MIN_PROGRAMS programs, a split would have fewer
+    than two K tiles, or MAX_SPLIT_K."""
+    if m >= SM90.large_tiles_from_m:
+        return large_tile_config(m, n, k)
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
     a_dequantized = m >= A_DEQUANTIZED_MIN_M
     warps = 8 if a_dequantized else 4
@@ -144,7 +176,7 @@ def prepared_launch_specs(config: PreparedConfig, backend: str, m: int, n: int, 
     rows = counter_rows(config, m, n, split_plan(config, k), device, rows=1)
     arguments = prepared_arguments(
         a, _weight_like(n, k, wide_scales, device), c, partials, c if rows is None else rows[0],
-        m, block_m=config.block_m, block_n=config.block_n, splits=splits,
+        m, block_m=config.block_m, block_n=config.block_n, block_k=config.block_k, splits=splits,
         split_size=split_size, reduce_in_gemm=splits > 1, a_dequantized=config.a_dequantized,
         threads=threads_per_program(config.num_warps, backend), prefetch=config.num_stages == 1)
     specs.append(LaunchSpec("gemm", hopper_prepared_gemm_kernel,

@@ -49,6 +49,11 @@ class Target:
     # Up to this M the prepared Hopper path (launchers.prepared, the layout MXFP4Linear makes
     # once) serves the chip's GPU; None: the chip has no such path (wgmma needs sm_90).
     prepared_max_m: Optional[int] = None
+    # From this M on, the fused Hopper GEMMs take large pipelined tiles: the prepared path's
+    # rule (launchers.prepared.large_tile_config) and, on custom_kernel's weight, the hopper
+    # path's large tile timed beside the dequant path (launchers.candidates.path_candidates).
+    # None: the chip has no such tiles (no wgmma, or an FP4 MMA of its own).
+    large_tiles_from_m: Optional[int] = None
 
     @property
     def first_quantizer(self) -> str:
@@ -74,7 +79,10 @@ SM90 = Target(
     hopper_max_m=64,
     # Measured on an H100 (docs/results.md): from M = 8, where A is quantized once and K split,
     # its outputs failed the reference's check at 9x128x1024, 8x6144x4096 and 64x4096x14336.
-    prepared_max_m=7)
+    prepared_max_m=7,
+    # Where the dequant path starts (vendor_gemm_from_m): not a measured crossover of the fused
+    # large tiles, which tools.bench --prepared and --vendor-gemm compare with it on a GPU.
+    large_tiles_from_m=256)
 INTERPRETER = Target("interpreter", "amd", "gfx950", entries_of="gfx950")
 TARGETS = {target.arch: target for target in (GFX950, SM90, INTERPRETER)}
 
@@ -88,7 +96,9 @@ def target_facts(arch: str) -> Target:
         sm = int(match.group(1))
         return Target(arch, "nvidia", "sm_90",
                       vendor_gemm_from_m=None if sm >= FP4_MMA_FROM_SM else SM90.vendor_gemm_from_m,
-                      prepared_max_m=SM90.prepared_max_m if sm >= 90 else None)
+                      prepared_max_m=SM90.prepared_max_m if sm >= 90 else None,
+                      large_tiles_from_m=(SM90.large_tiles_from_m
+                                          if 90 <= sm < FP4_MMA_FROM_SM else None))
     return Target(arch, "amd", "gfx950")
 
 

@@ -7,6 +7,7 @@ less its reference) and medians, the targets' counts at their bounds, the M of -
 prepared path's entries timed only at the M it serves (elsewhere marked not served, out of the
 medians and targets)."""
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -650,17 +651,28 @@ def test_the_bf16_twin_of_a_layer_has_its_bias_or_none(bias):
         assert twin.bias is None
 
 
-def test_vendor_gemm_times_the_fused_gemm_against_dequant_where_dequant_is_served(monkeypatch):
+@pytest.mark.parametrize("large_tiles_from", ["threshold", "never"])
+def test_vendor_gemm_times_the_fused_gemm_against_dequant_where_dequant_is_served(
+        monkeypatch, large_tiles_from):
     """On sm_90 from its record's vendor_gemm_from_m the lookup serves the dequant path; the
-    "fused" column is then the fused GEMM's heuristic config, not the dequant path again."""
+    "fused" column is then a fused GEMM, not the dequant path again: the hopper path's large
+    tile from the record's large_tiles_from_m, else the heuristic's config."""
     from mxfp4_mm import launchers
     from mxfp4_mm.kernels import formats
     from mxfp4_mm.launchers import configs, ladder, paths
     from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG
     from mxfp4_mm.launchers.proof import reference_output
+    from mxfp4_mm.launchers import targets
+    from mxfp4_mm.launchers.candidates import HOPPER_LARGE_TILE
+    from mxfp4_mm.launchers.gemm_config import config_from_fields
     from mxfp4_mm.launchers.targets import SM90
     m, n, k = SM90.vendor_gemm_from_m, 32, 64
     assert configs.config_lookup("sm_90", m, n, k)[0] == DEQUANT_CONFIG
+    if large_tiles_from == "never":
+        monkeypatch.setitem(targets.TARGETS, "sm_90",
+                            dataclasses.replace(SM90, large_tiles_from_m=None))
+    else:
+        assert SM90.large_tiles_from_m <= m
     built = []
 
     def build_launcher(config, *args, **kwargs):
@@ -678,8 +690,9 @@ def test_vendor_gemm_times_the_fused_gemm_against_dequant_where_dequant_is_serve
         fn()
         return 1.0
     row = bench.vendor_gemm_row({"m": m, "n": n, "k": k, "seed": 1}, time_us, device="cpu")
-    fused = heuristic_config("sm_90", m, n, k)
-    assert fused.path == "preshuffle" and built == [fused, DEQUANT_CONFIG]
+    fused = (config_from_fields(HOPPER_LARGE_TILE) if large_tiles_from == "threshold"
+             else heuristic_config("sm_90", m, n, k))
+    assert fused.path in ("hopper", "preshuffle") and built == [fused, DEQUANT_CONFIG]
     assert row["fused_config"] == fused.label and row["errors"] == {}
 
 

@@ -273,10 +273,9 @@ def test_wide_scales_zero_and_nan_reach_the_output_as_the_reference_reads_them(h
 
 @triton.jit
 def _dequantize_weight_tile_kernel(b_ptr, b_scales_ptr, out_ptr, BLOCK_N: tl.constexpr,
-                                   WIDE_SCALES: tl.constexpr):
+                                   BLOCK_K: tl.constexpr, WIDE_SCALES: tl.constexpr):
     """A weight of BLOCK_N rows and K = BLOCK_K (weight_arguments' views), loaded as the GEMM
     loads a tile's rows (kc, w, g), dequantized -> out fp32 [BLOCK_N, BLOCK_K]."""
-    BLOCK_K: tl.constexpr = hopper_prepared_gemm.BLOCK_K
     KC: tl.constexpr = BLOCK_K // 64
     W: tl.constexpr = BLOCK_N // 16
     r = tl.arange(0, KC * W * 8)
@@ -284,7 +283,7 @@ def _dequantize_weight_tile_kernel(b_ptr, b_scales_ptr, out_ptr, BLOCK_N: tl.con
     words = tl.load(b_ptr + (unit * 128 + (r % 8) * 16)[:, None] + tl.arange(0, 16)[None, :])
     scales = tl.load(b_scales_ptr + (unit * 8 + r % 8)[:, None] + 0 * tl.arange(0, 4)[None, :])
     values = hopper_prepared_gemm.dequantize_weight_tile(
-        words, scales.to(tl.uint32, bitcast=True), BLOCK_N, WIDE_SCALES)
+        words, scales.to(tl.uint32, bitcast=True), BLOCK_N, BLOCK_K, WIDE_SCALES)
     tl.store(out_ptr + tl.arange(0, BLOCK_N)[:, None] * BLOCK_K
              + tl.arange(0, BLOCK_K)[None, :], as_fp32(values))
 
@@ -303,7 +302,7 @@ def dequantize_edge_weight_tile(device, wide: bool):
     assert weight.wide_scales == wide
     out = torch.empty(block_n, block_k, device=device)
     _dequantize_weight_tile_kernel[(1,)](*hopper_prepared_gemm.weight_arguments(weight), out,
-                                         block_n, wide)
+                                         block_n, block_k, wide)
     return out.cpu(), formats.dequantize_mxfp4(codes, scales)
 
 

@@ -40,9 +40,10 @@ F.linear bf16, with the prepared weight's bytes at the copy bandwidth (tools/ben
 
 measures the M from which the "dequant" path (launchers.dequant: A and B dequantized to bf16,
 the vendor GEMM) serves chips without FP4 MMA (launchers.targets: Target.vendor_gemm_from_m): per
-shape (default each M of VENDOR_GEMM_M with each (N, K) of VENDOR_GEMM_NK) the fused GEMM (the
-looked-up config, the heuristic's where the lookup serves another path) and the dequant path,
-each proven, checked and timed in the runner's loop, beside F.linear bf16; then a table, per
+shape (default each M of VENDOR_GEMM_M with each (N, K) of VENDOR_GEMM_NK) the fused GEMM
+(vendor_fused_config: the looked-up config; where the lookup serves another path, the hopper
+path's large tile from the target's large_tiles_from_m, else the heuristic's) and the
+dequant path, each proven, checked and timed in the runner's loop, beside F.linear bf16; then a table, per
 (N, K) the smallest M from which the dequant path wins at every larger M timed, and last the
 threshold: the largest of those. Exit code 1 when the dequant path failed on some shape.
 
@@ -358,7 +359,8 @@ def run(specs, args):
 VENDOR_GEMM_M = (256, 512, 1024, 2048, 4096, 8192)
 VENDOR_GEMM_NK = ((4096, 4096), (7168, 2048), (2112, 7168), (8192, 8192), (4096, 4352))
 VENDOR_LEGEND = ("mean µs per call in the runner's loop: fused = our fused GEMM (the looked-up "
-                 "config, the heuristic's where the lookup serves another path), dequant = the "
+                 "config; where the lookup serves another path, the hopper path's large tile "
+                 "from the target's large_tiles_from_m, else the heuristic's), dequant = the "
                  "\"dequant\" path (launchers.dequant), bf16 = F.linear on the bf16 weight")
 
 
@@ -412,15 +414,32 @@ def format_vendor_table(rows) -> str:
     return "\n".join(lines)
 
 
+def vendor_fused_config(arch, m, n, k):
+    """The "fused" column's config: the looked-up one where it is a fused GEMM
+    (launchers.gemm.GEMM_KERNELS), else from the target's large_tiles_from_m the hopper path's
+    large tile (launchers.candidates.HOPPER_LARGE_TILE), else the heuristic's."""
+    from mxfp4_mm.launchers.candidates import HOPPER_LARGE_TILE
+    from mxfp4_mm.launchers.configs import config_lookup
+    from mxfp4_mm.launchers.gemm import GEMM_KERNELS
+    from mxfp4_mm.launchers.gemm_config import config_from_fields
+    from mxfp4_mm.launchers.heuristics import heuristic_config
+    from mxfp4_mm.launchers.targets import target_facts
+    looked_up = config_lookup(arch, m, n, k)[0]
+    if looked_up.path in GEMM_KERNELS:
+        return looked_up
+    large_from = target_facts(arch).large_tiles_from_m
+    if large_from is not None and m >= large_from:
+        return config_from_fields(HOPPER_LARGE_TILE)
+    return heuristic_config(arch, m, n, k)
+
+
 def vendor_gemm_row(spec, time_us, device="cuda") -> dict:
     """One shape: the fused GEMM and the dequant path, each proven (launchers.proof), checked
     with reference.check_implementation and timed, and F.linear bf16 timed (time_us(fn) -> mean
     µs per call); a path that fails gets None and its reason."""
     from mxfp4_mm import reference
     from mxfp4_mm.launchers import current_target
-    from mxfp4_mm.launchers.configs import config_lookup
     from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG
-    from mxfp4_mm.launchers.heuristics import heuristic_config
     from mxfp4_mm.launchers.ladder import Rung, prove_rung
     from mxfp4_mm.launchers.paths import build_launcher
 
@@ -428,8 +447,7 @@ def vendor_gemm_row(spec, time_us, device="cuda") -> dict:
     data = reference.generate_input(m, n, k, spec["seed"], device=device)
     a, b, _, b_shuffle, b_scale_sh = data
     backend, arch = current_target(a.device)
-    looked_up = config_lookup(arch, m, n, k)[0]
-    fused = looked_up if looked_up.path == "preshuffle" else heuristic_config(arch, m, n, k)
+    fused = vendor_fused_config(arch, m, n, k)
     row = dict(spec, arch=arch, fused_config=fused.label, errors={})
     for name, config in (("fused", fused), ("dequant", DEQUANT_CONFIG)):
         row[f"{name}_us"] = None

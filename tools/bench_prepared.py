@@ -11,7 +11,10 @@ once against the reference, then timed: "prepared", the rule's config
 stages) instead of the register prefetch; "a_flip", the same with A quantized the other way
 (once by its own launches, or in the GEMM); "n_flip", the same with the other BLOCK_N (64 and
 4 warps, or 128 and 8); each combination of those three changes, named by theirs joined with
-"+" ("a_flip+stages3"); "custom_kernel", submission.custom_kernel on
+"+" ("a_flip+stages3"), all below sm_90's Target.large_tiles_from_m only; "tile_alt", below
+that threshold the large tile that would serve there (launchers.prepared.large_tile_config),
+from it the tile before the rule's in launchers.prepared.LARGE_TILES (the next, for the
+first); "custom_kernel", submission.custom_kernel on
 (A, B_shuffle, B_scale_sh); "bf16", F.linear on the bf16 weight; and "bytes": an empty launch
 plus the prepared weight's bytes (values and scales) and A's and C's at the copy bandwidth
 measured in the run. Prints a table with prepared/bf16 and prepared/bytes; tuned configs are
@@ -25,26 +28,41 @@ from .evaluate import _num
 FLIPS = ("a_flip", "n_flip", "stages3")
 FLIP_COMBINATIONS = tuple("+".join(flip for flip in FLIPS if mask >> FLIPS.index(flip) & 1)
                           for mask in range(1, 1 << len(FLIPS)))
-VARIANTS = ("prepared",) + FLIP_COMBINATIONS + ("custom_kernel", "bf16")
+VARIANTS = ("prepared",) + FLIP_COMBINATIONS + ("tile_alt", "custom_kernel", "bf16")
 
 
 def prepared_bytes(m, n, k, weight) -> int:
     return 2 * m * k + weight.values.numel() + weight.scales.numel() + 2 * m * n
 
 
+def alternative_tile(m, n, k):
+    """The "tile_alt" variant's config (the module's text)."""
+    from mxfp4_mm.launchers.prepared import large_tile_config, large_tiles
+    from mxfp4_mm.launchers.targets import SM90
+    config = large_tile_config(m, n, k)
+    if m < SM90.large_tiles_from_m:
+        return config
+    tiles = large_tiles()
+    at = tiles.index(config)
+    return tiles[at - 1] if at > 0 else tiles[at + 1]
+
+
 def variant_configs(m, n, k) -> dict:
     from mxfp4_mm.launchers.prepared import prepared_config
+    from mxfp4_mm.launchers.targets import SM90
     config = prepared_config(m, n, k)
     warps = 12 - config.num_warps           # 4 <-> 8
-    changes = {"a_flip": dict(a_dequantized=not config.a_dequantized),
-               "n_flip": dict(num_warps=warps, block_n=16 * warps),
-               "stages3": dict(num_stages=3)}
     configs = {"prepared": config}
-    for name in FLIP_COMBINATIONS:
-        fields = {}
-        for flip in name.split("+"):
-            fields.update(changes[flip])
-        configs[name] = config._replace(**fields)
+    if m < SM90.large_tiles_from_m:
+        changes = {"a_flip": dict(a_dequantized=not config.a_dequantized),
+                   "n_flip": dict(num_warps=warps, block_n=16 * warps),
+                   "stages3": dict(num_stages=3)}
+        for name in FLIP_COMBINATIONS:
+            fields = {}
+            for flip in name.split("+"):
+                fields.update(changes[flip])
+            configs[name] = config._replace(**fields)
+    configs["tile_alt"] = alternative_tile(m, n, k)
     return configs
 
 

@@ -45,10 +45,10 @@ def main_loop(sass: str) -> list:
     return best
 
 
-def _gemm_spec(path: str, shape):
+def _gemm_spec(path: str, shape, prepared_tile=None):
     m, n, k = shape
     if path == "prepared":
-        config = prepared_config(m, n, k)
+        config = prepared_tile or prepared_config(m, n, k)
         specs = prepared_launch_specs(config, "cuda", m, n, k, (k, 1), "meta")
         fields = dict(config._asdict(), label=config.label)
     else:
@@ -59,9 +59,10 @@ def _gemm_spec(path: str, shape):
     return fields, (gemm[0] if gemm else None), [spec.name for spec in specs]
 
 
-def loop_row(path: str, shape, asm_dir=None) -> dict:
-    """One (path, shape): its config, its launches, and the GEMM's resources and main loop."""
-    fields, spec, launches = _gemm_spec(path, shape)
+def loop_row(path: str, shape, asm_dir=None, prepared_tile=None) -> dict:
+    """One (path, shape): its config (for "prepared", the rule's, or the PreparedConfig
+    prepared_tile), its launches, and the GEMM's resources and main loop."""
+    fields, spec, launches = _gemm_spec(path, shape, prepared_tile)
     row = dict(arch="sm_90", path=path, shape=list(shape), layout=LAYOUTS[path], config=fields,
                launches=launches, triton=triton.__version__)
     if spec is None:
@@ -87,10 +88,10 @@ def loop_row(path: str, shape, asm_dir=None) -> dict:
                 loop_mix=dict(mix.most_common()))
 
 
-def rows(shapes, asm_dir=None, paths=("prepared", "custom_kernel")) -> list:
+def rows(shapes, asm_dir=None, paths=("prepared", "custom_kernel"), prepared_tile=None) -> list:
     if asm_dir is not None:
         os.makedirs(asm_dir, exist_ok=True)
-    return [loop_row(path, shape, asm_dir) for shape in shapes for path in paths]
+    return [loop_row(path, shape, asm_dir, prepared_tile) for shape in shapes for path in paths]
 
 
 def format_rows(rows) -> str:

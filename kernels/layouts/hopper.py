@@ -29,7 +29,7 @@ from .. import formats
 
 UNIT_ROWS = 16
 UNIT_K = 64
-K_ALIGN = 256            # the prepared kernel's BLOCK_K: every K tile is whole
+K_ALIGN = 256            # the prepared kernel's largest BLOCK_K: every K tile is whole
 PAD_SCALE = 127          # 2**0
 # The folded scale 2**(byte - 1) of the one-multiply conversion is a bf16 up to this byte; a
 # weight with a larger scale byte (NaN included) takes two (kernels.hopper_prepared_gemm).
