@@ -37,6 +37,7 @@ from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats, hopper_gemm, hopper_prepared_gemm
 from mxfp4_mm.kernels.layouts import hopper as layout
 from mxfp4_mm.launchers import current_target, interpreting, prepared
+from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG
 from mxfp4_mm.launchers.proof import reference_output
 from mxfp4_mm.launchers.targets import SM90, target_facts
 from test_hopper_gemm import (EDGE_SCALE_BYTES, _emulated_inline_asm, as_fp32, assert_same_bits,
@@ -654,7 +655,11 @@ def test_a_call_of_a_quantized_once_a_launches_the_quantize_then_the_dequantize_
     assert codes.dtype == torch.uint8 and tuple(values.shape) == (m, k)
     assert values.dtype == torch.bfloat16 and values.stride() == (k, 1)
     assert gemm.sample_args[0].stride() == (k, 1)
-    assert dequantize.options == {"num_warps": 4, "num_stages": 1} and gemm.options == {
+    # the dequant path's launch of the same kernel (its tile fits sm_90's registers)
+    assert dequantize.options == {"num_warps": DEQUANT_CONFIG.num_warps, "num_stages": 1}
+    assert dequantize.grid == (formats.cdiv(m, DEQUANT_CONFIG.block_m),
+                               formats.cdiv(k, DEQUANT_CONFIG.block_k), 1)
+    assert gemm.options == {
         "num_warps": config.num_warps, "num_stages": config.num_stages}
     assert gemm.grid == (config.splits_for(k)[0] * formats.cdiv(m, 16) * formats.cdiv(n, 128),
                          1, 1)
