@@ -428,7 +428,7 @@ def test_on_sm90_the_op_serves_m_up_to_the_chips_prepared_max_m(fresh_cache, mon
     monkeypatch.setattr(launchers, "current_target", lambda device: ("cuda", "sm_90"))
     built = []
 
-    def build(arch, backend, m, n, k, a_strides, device, wide_scales):
+    def build(arch, backend, m, n, k, a_strides, device, wide_scales, out_dtype):
         built.append(m)
         return lambda a, values, scales: torch.ones(m, n, dtype=torch.bfloat16, device=a.device)
     monkeypatch.setattr(prepared, "proven_prepared_launcher", build)
@@ -754,7 +754,7 @@ def test_each_problem_takes_a_launcher_of_its_own_and_no_rows_none(fresh_cache, 
     [0, N] without building any."""
     built = []
 
-    def build(arch, backend, m, n, k, a_strides, device, wide_scales):
+    def build(arch, backend, m, n, k, a_strides, device, wide_scales, out_dtype):
         built.append((m, n, k))
         number = len(built)
         return lambda a, values, scales: torch.full((m, n), number, dtype=torch.bfloat16,
