@@ -779,6 +779,7 @@ def test_the_ladder_of_the_prepared_path_is_the_direct_then_the_standard_launch(
 
     class Recorded:
         quantizer, splits, proof_repeats, launches_per_call = "software", 1, 0, 1
+        out_dtype = torch.bfloat16
 
         def __init__(self, *arguments):
             built.append(arguments)
@@ -791,8 +792,8 @@ def test_the_ladder_of_the_prepared_path_is_the_direct_then_the_standard_launch(
     for rung in rungs:
         wrapper = rung.build()
         assert isinstance(wrapper.launcher, Recorded)
-    assert built == [(config, "cuda", 5, 128, 1024, (2048, 1), "meta", True, allow)
-                     for allow in (True, False)]
+    assert built == [(config, "cuda", 5, 128, 1024, (2048, 1), "meta", True, allow,
+                      torch.bfloat16) for allow in (True, False)]
 
 
 @pytest.mark.interpreter
