@@ -59,6 +59,7 @@ def test_the_layer_is_the_op_plus_the_bias_over_any_leading_dims(device):
     flat = torch.ops.mxfp4_mm.gemm(x.reshape(6, 256), *formats.prepare_weight(linear.weight))
     assert y.shape == (2, 3, 64) and y.dtype == torch.bfloat16
     assert torch.equal(y.reshape(6, 64), flat + linear.bias.detach())
+    assert layer(x[:0]).shape == (0, 3, 64)
 
 
 def test_an_fp32_layer_gives_the_ops_fp32_sums_plus_the_bias_in_fp32(device):
@@ -80,7 +81,6 @@ def test_an_fp32_layer_gives_the_ops_fp32_sums_plus_the_bias_in_fp32(device):
     with pytest.raises(ValueError, match="expected out_dtype torch.bfloat16 or torch.float32, "
                                          "got torch.float16$"):
         layer(x)
-    assert layer(x[:0]).shape == (0, 3, 64)
 
 
 def test_from_mxfp4_gives_custom_kernels_bytes(device):
