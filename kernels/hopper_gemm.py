@@ -10,7 +10,7 @@ Inputs, all row-major:
   a_scales uint8 [M, K/32]                       their E8M0 scales
   b        uint8 [N/16, (K/2)*16]                B_shuffle viewed 2-D (layouts.cdna4.weight_view)
   b_scales uint8 [pad(N,256)/32, pad(K/32,8)*32]  B_scale_sh viewed 2-D (scales_view)
-Outputs: c bf16 [M, N]; with SPLIT_K > 1 the fp32 partials and the split-K counters of
+Outputs: c bf16 or fp32 [M, N]; with SPLIT_K > 1 the fp32 partials and the split-K counters of
 kernels.splitk_reduce.store_output_tile (the protocol of kernels.preshuffle_gemm).
 
 Both operands are read as given: B's codes and scales are the runner's aiter layouts, unshuffled

@@ -9,7 +9,7 @@ Inputs:
                                           (its MXFP4 values, exact in bf16), loaded as it is
   b        int32 [N/16, Kp/64, 128]       HopperWeight.values viewed as words
   b_scales int32 [N/16, Kp/64, 8]         HopperWeight.scales, a word a row (Kp: K padded to 256)
-Outputs: c bf16 [M, N]; with SPLIT_K > 1 the fp32 partials and the split-K counters of
+Outputs: c bf16 or fp32 [M, N]; with SPLIT_K > 1 the fp32 partials and the split-K counters of
 kernels.splitk_reduce.store_output_tile (the protocol of kernels.preshuffle_gemm).
 
 A tile of B, BLOCK_N rows by BLOCK_K (64, 128 or 256: whole units of the layout, which pads K
@@ -285,7 +285,7 @@ def prepared_arguments(a, weight, c, partials, counters, m, *, block_m, block_n,
     """Every argument of hopper_prepared_gemm_kernel in signature order, constexprs included:
     a bf16 [M, K] (with a_dequantized, A's quantized values, loaded BLOCK_M rows a tile
     straight into the MMA's shared operand), weight a
-    layouts.hopper.HopperWeight, c bf16 [M, N]; partials and counters as
+    layouts.hopper.HopperWeight, c bf16 or fp32 [M, N]; partials and counters as
     kernels.preshuffle_gemm.gemm_arguments takes them."""
     b, b_scales = weight_arguments(weight)
     n, k = weight.n, weight.k

@@ -169,12 +169,12 @@ def gemm_arguments(a, b, b_scales, c, partials, counters, m, n, k, *, block_m,
     """Every argument of preshuffle_gemm_kernel in signature order, constexprs included.
 
     a is bf16 [M, K], or with a_scales given the codes uint8 [M, K/2] of a quantized A. b and
-    b_scales are the 2-D views of kernels.layouts.cdna4.weight_view and scales_view; c is bf16 [M, N] with unit
-    column stride. partials (fp32 [splits, M, N], contiguous) and counters (int32 [tiles],
-    zero) are read only when splits > 1 (counters only with reduce_in_gemm); pass c where
-    they are unused. splitk_sync: "acq_rel" or "write_through" (AMD), see the kernel's text;
-    threads: the program's thread count (a power of two); rows: A_ROWS (default a_rows);
-    wave_split_k: WAVE_SPLIT_K.
+    b_scales are the 2-D views of kernels.layouts.cdna4.weight_view and scales_view; c is bf16
+    or fp32 [M, N] with unit column stride. partials (fp32 [splits, M, N], contiguous) and
+    counters (int32 [tiles], zero) are read only when splits > 1 (counters only with
+    reduce_in_gemm); pass c where they are unused. splitk_sync: "acq_rel" or "write_through"
+    (AMD), see the kernel's text; threads: the program's thread count (a power of two); rows:
+    A_ROWS (default a_rows); wave_split_k: WAVE_SPLIT_K.
     """
     return operand_arguments(a, b, b_scales, c, partials, counters, m, n, k, a_scales) + (
         block_m, block_n, block_k, group_m, splits, split_size, reduce_in_gemm,

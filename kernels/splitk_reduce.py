@@ -1,4 +1,4 @@
-"""Split-K reduction: c bf16 [M, N] = sum over s of partials fp32 [SPLIT_K, M, N].
+"""Split-K reduction: c [M, N] (bf16 or fp32) = sum over s of partials fp32 [SPLIT_K, M, N].
 
 The sum has one order, sum_partials's: in fp32, partial 0, then partials 1 .. SPLIT_K - 1
 added one at a time, (((p0 + p1) + p2) + ...). The reduce kernel here and the GEMM's last

@@ -1,11 +1,11 @@
 """Config lookup and launcher cache: (A, B_shuffle, B_scale_sh) -> the proven launcher to run.
 
 `launcher_for(a, n)` returns the launcher for the current target and this problem, built and
-proven on first use (launchers.ladder: the table's config with the best quantizer whose
-proof passes, or the next rung down) and kept in a bounded LRU cache keyed by (target,
-device, M, N, K, A strides). `prewarm(shapes)` builds and proves the launchers of the given
-shapes, so that the first timed call compiles and loads nothing; `tune_launchers(shapes)`
-then lets the device choose among proven candidates by timing them (launchers.tuner).
+proven on first use (launchers.ladder: the table's config with the best quantizer whose proof
+passes, or the next rung down) and kept in a bounded LRU cache keyed by (target, device, M, N,
+K, A strides, output dtype). `prewarm(shapes)` builds and proves the launchers of the given
+shapes, so that the first timed call compiles and loads nothing; `tune_launchers(shapes)` then
+lets the device choose among proven candidates by timing them (launchers.tuner).
 
 The build runs in a thread of its own, which the caller's thread waits for: there it takes
 that thread's default queue and the caching allocator's ordinary pool, whatever the caller's
@@ -22,7 +22,10 @@ named once on stderr as it first did (launchers.configs.note_untuned).
 
 `mxfp4_gemm(a, b_shuffle, b_scale_sh)` is the one path from the three tensors to a new output
 (validation, the empty-M case, the cached launcher): submission.custom_kernel calls it, and so
-does the torch op `torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh) -> c`, registered here with
+does the torch op `torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh, out_dtype=None) -> c`.
+out_dtype (launchers.inputs.output_dtype): None or torch.bfloat16, the bf16 C; torch.float32,
+the GEMM's fp32 sums unrounded (what a tensor-parallel rank sums before rounding once:
+launchers.tensor_parallel), by launchers built and proven for it. The op is registered here with
 a fake implementation (shapes only), so that torch.compile traces it and CUDA/HIP graphs
 capture it. `define_op` defines it, and the prepared path's torch.ops.mxfp4_mm.gemm_prepared
 (launchers.prepared), through torch.library.Library (schema, one implementation for every
@@ -30,13 +33,14 @@ device, an autograd kernel whose output's backward raises, the fake), whose disp
 than half of torch.library.custom_op's.
 
 A call's checks (launchers.inputs.gemm_problem) read nothing but each tensor's shape, strides,
-dtype and device, and so does the choice of launcher. A call whose signature (those twelve
-values) has passed them before is neither checked nor looked up again: one dictionary lookup
-gives its launcher (launcher_of_signature); a signature seen for the first time, or anything
-that is not three tensors, takes the full checks, and so gets their one-line error. What the
-signature cannot hold, the tensors' addresses, the launcher checks on every call (16-byte
-alignment for its direct launches). The prepared path keeps its launchers and signatures in the
-same cache and table (cached_launcher, checked_signature), under keys of its own.
+dtype and device (and out_dtype), and so does the choice of launcher. A call whose signature
+(those thirteen values) has passed them before is neither checked nor looked up again: one
+dictionary lookup gives its launcher (launcher_of_signature); a signature seen for the first
+time, or anything that is not three tensors, takes the full checks, and so gets their one-line
+error. What the signature cannot hold, the tensors' addresses, the launcher checks on every
+call (16-byte alignment for its direct launches). The prepared path keeps its launchers and
+signatures in the same cache and table (cached_launcher, checked_signature), under keys of its
+own.
 """
 
 import contextlib
@@ -51,7 +55,7 @@ import triton
 from . import tuner
 from .configs import untuned_shapes  # noqa: F401
 from .task_shapes import BENCHMARK_SHAPES, TASK_SHAPES  # noqa: F401
-from .inputs import gemm_problem
+from .inputs import gemm_problem, output_dtype
 from .ladder import proven_launcher
 from .tuned_shapes import load_configs, load_configs_from_environment  # noqa: F401
 
@@ -128,13 +132,20 @@ def cached_launcher(key, op: str, shape: tuple, device, build):
     return launcher
 
 
-def _launcher_key(device, m: int, n: int, k: int, a_strides: tuple) -> tuple:
+def _gemm_key(arch: str, device, m: int, n: int, k: int, a_strides: tuple,
+              out_dtype: torch.dtype) -> tuple:
+    """The launcher cache's key of the GEMM's launcher of this problem."""
+    return (arch, str(device), m, n, k, a_strides, out_dtype)
+
+
+def _launcher_key(device, m: int, n: int, k: int, a_strides: tuple,
+                  out_dtype: torch.dtype = torch.bfloat16) -> tuple:
     """The cache key of the GEMM's launcher of this problem, the launcher built and proven
     first where it is not cached (launchers.ladder); the key becomes the most recently used."""
     backend, arch = current_target(device)
-    key = (arch, str(device), m, n, k, a_strides)
+    key = _gemm_key(arch, device, m, n, k, a_strides, out_dtype)
     cached_launcher(key, OP_NAME, (m, n, k), device, lambda: proven_launcher(
-        arch, backend, m, n, k, a_strides, torch.device(device)))
+        arch, backend, m, n, k, a_strides, torch.device(device), out_dtype=out_dtype))
     return key
 
 
@@ -153,13 +164,15 @@ def launcher_for(a, n: int):
 _checked_signatures = {}
 
 
-def call_signature(a, b_shuffle, b_scale_sh) -> tuple:
+def call_signature(a, b_shuffle, b_scale_sh, out_dtype=None) -> tuple:
     """All that gemm_problem's checks and the launcher's choice read of the three tensors: each
-    one's shape, strides, dtype and device (AttributeError for what is no tensor). The prepared
-    path's signature starts with the same of its three tensors."""
+    one's shape, strides, dtype and device (AttributeError for what is no tensor), and the
+    out_dtype asked for. The prepared path's signature starts with the same of its three
+    tensors."""
     return (a.shape, a.stride(), a.dtype, a.device,
             b_shuffle.shape, b_shuffle.stride(), b_shuffle.dtype, b_shuffle.device,
-            b_scale_sh.shape, b_scale_sh.stride(), b_scale_sh.dtype, b_scale_sh.device)
+            b_scale_sh.shape, b_scale_sh.stride(), b_scale_sh.dtype, b_scale_sh.device,
+            out_dtype)
 
 
 def launcher_of_signature(signature):
@@ -177,27 +190,30 @@ def checked_signature(signature, key):
     return _launchers[key]
 
 
-def empty_output(n: int):
-    """The launcher of a call with no rows: a new bf16 [0, N] on A's device."""
-    return lambda a, *weight: torch.empty((0, n), dtype=torch.bfloat16, device=a.device)
+def empty_output(n: int, dtype: torch.dtype = torch.bfloat16):
+    """The launcher of a call with no rows: a new [0, N] of `dtype` on A's device."""
+    return lambda a, *weight: torch.empty((0, n), dtype=dtype, device=a.device)
 
 
-def _checked_launcher(a, b_shuffle, b_scale_sh):
+def _checked_launcher(a, b_shuffle, b_scale_sh, out_dtype):
     """The launcher of a call not seen before, after gemm_problem's full checks."""
+    dtype = output_dtype(f"{OP_NAMESPACE}.{OP_NAME}", out_dtype)
     m, n, k = gemm_problem(a, b_shuffle, b_scale_sh)
     if m == 0:
-        return empty_output(n)
-    return checked_signature(call_signature(a, b_shuffle, b_scale_sh),
-                             _launcher_key(a.device, m, n, k, a.stride()))
+        return empty_output(n, dtype)
+    return checked_signature(call_signature(a, b_shuffle, b_scale_sh, out_dtype),
+                             _launcher_key(a.device, m, n, k, a.stride(), dtype))
 
 
-def mxfp4_gemm(a: torch.Tensor, b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor) -> torch.Tensor:
+def mxfp4_gemm(a: torch.Tensor, b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor,
+               out_dtype=None) -> torch.Tensor:
     """A bf16 [M, K], B_shuffle fp4x2 [N, K/2], B_scale_sh e8m0 [pad(N,256), pad(K/32,8)] ->
-    a new bf16 [M, N] = quantize(A) @ dequant(B)^T."""
+    a new [M, N] = quantize(A) @ dequant(B)^T: bf16 (out_dtype None or torch.bfloat16), or
+    the fp32 sums unrounded (torch.float32)."""
     try:
-        launcher = launcher_of_signature(call_signature(a, b_shuffle, b_scale_sh))
+        launcher = launcher_of_signature(call_signature(a, b_shuffle, b_scale_sh, out_dtype))
     except (AttributeError, KeyError):  # no tensor, a new signature, or its launcher evicted
-        launcher = _checked_launcher(a, b_shuffle, b_scale_sh)
+        launcher = _checked_launcher(a, b_shuffle, b_scale_sh, out_dtype)
     return launcher(a, b_shuffle, b_scale_sh)
 
 
@@ -265,11 +281,13 @@ _DEVICE_KEYS = (torch._C.DispatchKey.CPU, torch._C.DispatchKey.CUDA)    # CUDA: 
 _device_kernel_next = {}
 
 
-def _output_like(a, b_shuffle, b_scale_sh):
-    return a.new_empty((a.shape[0], b_shuffle.shape[0]), dtype=torch.bfloat16)
+def _output_like(a, b_shuffle, b_scale_sh, out_dtype=None):
+    return a.new_empty((a.shape[0], b_shuffle.shape[0]),
+                       dtype=output_dtype(f"{OP_NAMESPACE}.{OP_NAME}", out_dtype))
 
 
-define_op(OP_NAME, "Tensor a, Tensor b_shuffle, Tensor b_scale_sh", mxfp4_gemm, _output_like)
+define_op(OP_NAME, "Tensor a, Tensor b_shuffle, Tensor b_scale_sh, ScalarType? out_dtype=None",
+          mxfp4_gemm, _output_like)
 
 
 def cached_launcher_count() -> int:
@@ -296,7 +314,7 @@ def tune_launchers(shapes=BENCHMARK_SHAPES, device="cuda"):
     winners = tuner.tune(shapes, lambda shape: _launcher(device, *shape, (shape[2], 1)), device,
                          arch, backend)
     for (m, n, k), launcher in winners.items():
-        _launchers[(arch, str(device), m, n, k, (k, 1))] = launcher
+        _launchers[_gemm_key(arch, device, m, n, k, (k, 1), torch.bfloat16)] = launcher
 
 
 load_configs_from_environment()

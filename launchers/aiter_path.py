@@ -6,7 +6,8 @@ scales with `e8m0_shuffle` and calls `gemm_a4w4` on the preshuffled weight; its 
 AITER_CONFIG (launchers.launcher's contract; no Triton kernel of ours). Only where aiter
 imports (AMD); `available()` says whether it does. Two or more launches per call.
 `build_aiter_launcher(config, ...)` is the launcher of a config whose path is "aiter"
-(launchers.paths): where aiter does not import it raises one line.
+(launchers.paths): where aiter does not import, or for an fp32 output (gemm_a4w4 rounds to
+bf16), it raises one line.
 """
 
 import functools
@@ -62,9 +63,11 @@ class AiterUnavailable(RuntimeError):
 
 
 def build_aiter_launcher(config, backend, m, n, k, a_strides, device, quantizer="software",
-                         allow_direct=True) -> AiterLauncher:
+                         allow_direct=True, out_dtype=torch.bfloat16) -> AiterLauncher:
     """The launcher of a config whose path is "aiter", AITER_CONFIG (the arguments of
-    launchers.paths's launchers; aiter reads only M and N)."""
+    launchers.paths's launchers; aiter reads only M and N; its output is bf16 only)."""
+    if out_dtype != torch.bfloat16:
+        raise ValueError(f"path 'aiter' gives bf16 outputs only, not {out_dtype}")
     if not available():
         raise AiterUnavailable("path 'aiter' needs aiter, which does not import here")
     return AiterLauncher(m, n, quantizer)

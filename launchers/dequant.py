@@ -16,9 +16,16 @@ a lock and restored after, so every sum is accumulated in fp32 whatever the proc
 The GEMM's sum order is cuBLAS's, fixed for a shape on one GPU and library, so calls give the
 same bytes (the proof runs the first case PROOF_REPEATS more times and compares bytes).
 
+fp32 output (out_dtype=torch.float32): the matmuls take A's and B's values in fp32 (converted
+from bf16, exactly) into the fp32 C, unrounded. Each value has 8 significant bits, so it is
+exact in TF32 too, and each product of two is exact in fp32: whatever TF32 setting the process
+chose, the sums are of the reference's exact products in fp32, in the library's fp32 order,
+which may not be its bf16 order (bf16 of the fp32 C need not be the bf16 C's bytes).
+
 Transient memory per call, beside C: A's codes and scales (M*K*17/32 bytes), A in bf16
 (2*M*K) and one chunk of B in bf16 (2*chunk_n*K, chunk_n = chunk_rows(N, K): at most
-B_CHUNK_BYTES, however large N is).
+B_CHUNK_BYTES, however large N is); for an fp32 C, A and the chunk in fp32 as well (three
+times those).
 
 `dequant_launch_specs(config, backend, m, n, k, a_strides, device, quantizer, chunk_n)` lists
 the Triton launches of a call (tools can compile them); `DequantLauncher` binds them.
@@ -99,16 +106,18 @@ def dequant_launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: in
 
 
 class DequantLauncher(Launcher):
-    """The "dequant" path's launcher (launchers.launcher). Call with (A bf16 [M, K] any strides, B_shuffle, B_scale_sh[, direct]); returns a new
-    bf16 [M, N]. chunk_n: B rows dequantized at a time (default chunk_rows(N, K)), a multiple
-    of CHUNK_ROW_MULTIPLE."""
+    """The "dequant" path's launcher (launchers.launcher). Call with (A bf16 [M, K] any
+    strides, B_shuffle, B_scale_sh[, direct]); returns a new [M, N] of out_dtype (bf16 or
+    float32). chunk_n: B rows dequantized at a time (default chunk_rows(N, K)), a multiple of
+    CHUNK_ROW_MULTIPLE."""
 
     proof_repeats = PROOF_REPEATS
 
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
                  a_strides: tuple, device, quantizer: str = "software",
-                 allow_direct: bool = True, chunk_n: int = None):
-        self.config, self.quantizer = config, quantizer
+                 allow_direct: bool = True, chunk_n: int = None,
+                 out_dtype: torch.dtype = torch.bfloat16):
+        self.config, self.quantizer, self.out_dtype = config, quantizer, out_dtype
         self.m, self.n, self.k, self.device = m, n, k, device
         self.chunk_n = _checked_chunk(n, k, chunk_n)
         specs = dequant_launch_specs(config, backend, m, n, k, a_strides, device, quantizer,
@@ -134,7 +143,10 @@ class DequantLauncher(Launcher):
         self._launch("dequantize_a", (codes, scales, a_values), direct)
         b_codes, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
         b_values = torch.empty((chunk, k), dtype=torch.bfloat16, device=self.device)
-        out = torch.empty((m, n), dtype=torch.bfloat16, device=self.device)
+        out = torch.empty((m, n), dtype=self.out_dtype, device=self.device)
+        widen = self.out_dtype == torch.float32     # the matmul's operands in fp32 too
+        if widen:
+            a_values = a_values.float()
         with _reduced_precision_flag:
             saved = torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction
             torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
@@ -145,7 +157,8 @@ class DequantLauncher(Launcher):
                     self._launch("dequantize_b" if rows == chunk else "dequantize_b_last",
                                  (b_codes[start // formats.WEIGHT_TILE_N:],
                                   b_scales[start // formats.SCALE_TILE_ROWS:], values), direct)
-                    torch.matmul(a_values, values.t(), out=out[:, start:start + rows])
+                    torch.matmul(a_values, (values.float() if widen else values).t(),
+                                 out=out[:, start:start + rows])
             finally:
                 torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = saved
         return out

@@ -8,7 +8,10 @@ gives (GEMM_KERNELS); then the split-K reduce when the config splits K with spli
 "kernel": SplitPlan) with their grids, compile options and sample arguments; tools
 cross-compile these same specs on the "meta" device. `GemmLauncher` binds each spec as a
 KernelLaunch; calling it with (A, B_shuffle, B_scale_sh) allocates a fresh output (and fresh
-fp32 partials when K is split) and launches the kernels in order. quantizer names A's
+fp32 partials when K is split) and launches the kernels in order. The output is bf16, or with
+out_dtype=torch.float32 the GEMM's fp32 sums unrounded: every kernel stores its fp32 sums as
+C's dtype (kernels.splitk_reduce), so the kernels are compiled for C's dtype and nothing else
+changes (a split K's partials are summed straight into the fp32 C). quantizer names A's
 quantizer (kernels.quantize.QUANTIZERS); allow_direct=False keeps every launch on Triton's
 standard launch (launchers.ladder proves each choice before it is used).
 
@@ -74,8 +77,8 @@ def split_plan(config: GemmConfig, k: int) -> SplitPlan:
     return SplitPlan(splits, split_size, reduce_in_gemm, splits > 1 and not reduce_in_gemm)
 
 
-def _output(m, n, device):
-    return torch.empty((m, n), dtype=torch.bfloat16, device=device)
+def _output(m, n, device, dtype):
+    return torch.empty((m, n), dtype=dtype, device=device)
 
 
 def _partials(m, n, splits, device):
@@ -144,7 +147,7 @@ class GemmOperands(NamedTuple):
 
 
 def gemm_operands(m, n, k, a_strides, device, plan: SplitPlan, a_prequantized: bool,
-                  counters=None) -> GemmOperands:
+                  counters=None, out_dtype=torch.bfloat16) -> GemmOperands:
     a_scales = None
     if a_prequantized:
         a = torch.empty((m, k // 2), dtype=torch.uint8, device=device)
@@ -154,7 +157,7 @@ def gemm_operands(m, n, k, a_strides, device, plan: SplitPlan, a_prequantized: b
     b = weight_view(torch.empty((n, k // 2), dtype=torch.uint8, device=device))
     b_scales = scales_view(torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8,
                                        device=device))
-    c = _output(m, n, device)
+    c = _output(m, n, device, out_dtype)
     partials = _partials(m, n, plan.splits, device) if plan.splits > 1 else c
     return GemmOperands(a, a_scales, b, b_scales, c, partials, c if counters is None else counters)
 
@@ -210,11 +213,11 @@ GEMM_KERNELS = {"preshuffle": (preshuffle_gemm_kernel, preshuffle_gemm_arguments
 
 def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
                  device, quantizer: str = "software", a_prequantized: bool = False,
-                 plan: SplitPlan = None, counters=None) -> list:
+                 plan: SplitPlan = None, counters=None, out_dtype=torch.bfloat16) -> list:
     """The launches of one call of a fused GEMM path ("preshuffle", "hopper": GEMM_KERNELS):
     A's quantize kernel with quantize_a_once, the GEMM, and the split-K reduce where
     plan.reduce_launch. plan: split_plan(config, k) unless given; counters: the GEMM's sample
-    counter row (a new one unless given)."""
+    counter row (a new one unless given); out_dtype: C's dtype, bf16 or float32."""
     checked_quantizer(quantizer)
     kernel, arguments = GEMM_KERNELS[config.path]
     plan = split_plan(config, k) if plan is None else plan
@@ -225,7 +228,8 @@ def launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int, a_str
         specs.append(quantize_spec(backend, m, k, a_strides, device, quantizer,
                                    *quantized_outputs(m, k, device)))
         a_prequantized = True
-    operands = gemm_operands(m, n, k, a_strides, device, plan, a_prequantized, counters)
+    operands = gemm_operands(m, n, k, a_strides, device, plan, a_prequantized, counters,
+                             out_dtype)
     specs.append(LaunchSpec("gemm", kernel,
                             gemm_grid(m, n, config.block_m, config.block_n, plan.splits),
                             backend_options(backend, num_warps=config.num_warps,
@@ -250,13 +254,14 @@ class GemmLauncher(Launcher):
     Call with (A, B_shuffle, B_scale_sh); with a_prequantized, with (A codes uint8 [M, K/2],
     B_shuffle, B_scale_sh, A scales uint8 [M, K/32]) from kernels.quantize.quantize_rows. A
     config with quantize_a_once (and not a_prequantized) quantizes A into fresh codes and
-    scales first, by a launch of its own."""
+    scales first, by a launch of its own. out_dtype: the output's, bf16 or float32."""
 
     def __init__(self, config: GemmConfig, backend: str, m: int, n: int, k: int,
                  a_strides: tuple, device, quantizer: str = "software",
-                 a_prequantized: bool = False, allow_direct: bool = True):
+                 a_prequantized: bool = False, allow_direct: bool = True,
+                 out_dtype: torch.dtype = torch.bfloat16):
         self.config = config
-        self.quantizer = quantizer
+        self.quantizer, self.out_dtype = quantizer, out_dtype
         self.m, self.n, self.k, self.device = m, n, k, device
         plan = split_plan(config, k)
         self.splits = plan.splits
@@ -268,7 +273,8 @@ class GemmLauncher(Launcher):
         self._rows = None if self.counter_rows is None else itertools.cycle(self.counter_rows)
         specs = launch_specs(config, backend, m, n, k, a_strides, device, quantizer,
                              a_prequantized, plan,
-                             None if self.counter_rows is None else self.counter_rows[0])
+                             None if self.counter_rows is None else self.counter_rows[0],
+                             out_dtype)
         self.launches_per_call = len(specs)
         bound = {spec.name: bound_launch(spec, allow_direct) for spec in specs}
         self.quantize, self._quantize_constants = bound.get("quantize", (None, ()))
@@ -293,7 +299,7 @@ class GemmLauncher(Launcher):
         (the next one; C where the GEMM does not sum split-K), on A's device."""
         # a.new_empty with the sizes as arguments parses in about half torch.empty's time
         # with a shape tuple and a device
-        out = a.new_empty(self.m, self.n, dtype=torch.bfloat16)
+        out = a.new_empty(self.m, self.n, dtype=self.out_dtype)
         partials = (a.new_empty(self.splits, self.m, self.n, dtype=torch.float32)
                     if self.splits > 1 else out)
         return out, partials, out if self._rows is None else next(self._rows)

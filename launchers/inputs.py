@@ -6,6 +6,8 @@ contiguity, devices; no data is read), what the kernels rely on, and raises Type
 ValueError naming the argument, what was expected and what came. CPU tensors need the kernels
 built for the Triton interpreter (TRITON_INTERPRET=1 set before the import): otherwise a
 RuntimeError says so, instead of Triton's "0 active drivers".
+
+`output_dtype(where, out_dtype)` checks the ops' out_dtype (OUT_DTYPES; None: bf16).
 """
 
 import torch
@@ -20,6 +22,9 @@ DATA_FIELDS = ("A", "B", "B_q", "B_shuffle", "B_scale_sh")
 K_MULTIPLE = 2 * formats.WEIGHT_TILE_BYTES      # fp4 values in one row of a (16, 16) shuffle tile
 # triton.jit gives a JITFunction (compiled for a GPU) unless TRITON_INTERPRET was set at import.
 KERNELS_NEED_A_GPU = isinstance(preshuffle_gemm_kernel, triton.runtime.JITFunction)
+# What the ops' out_dtype may ask for: bf16 (the default), or float32, the GEMM's fp32 sums
+# unrounded (the same sums: bf16 of it is the bf16 output wherever the path rounds once).
+OUT_DTYPES = (torch.bfloat16, torch.float32)
 CPU_HOWTO = ("set TRITON_INTERPRET=1 before importing the submission to run it on a CPU "
              "through the Triton interpreter, e.g. `TRITON_INTERPRET=1 python your_script.py`")
 
@@ -37,6 +42,17 @@ def _require_contiguous(name, value):
         raise ValueError(f"{name}: expected a contiguous tensor (row-major, the layout the "
                          f"kernel reads), got one of shape {tuple(value.shape)} with strides "
                          f"{value.stride()}; pass {name}.contiguous()")
+
+
+def output_dtype(where: str, out_dtype) -> torch.dtype:
+    """The output's dtype an op's out_dtype asks for (None: bf16); one-line ValueError naming
+    `where` for any other than OUT_DTYPES."""
+    if out_dtype is None:
+        return torch.bfloat16
+    if out_dtype not in OUT_DTYPES:
+        raise ValueError(f"{where}: expected out_dtype torch.bfloat16 or torch.float32, got "
+                         f"{out_dtype!r}")
+    return out_dtype
 
 
 def gemm_tensors(data):

@@ -1,6 +1,7 @@
 """A proven launcher for one problem, stepping down a ladder of fallbacks until one is proven.
 
-`proven_launcher(arch, backend, m, n, k, a_strides, device)` tries, in order:
+`proven_launcher(arch, backend, m, n, k, a_strides, device[, out_dtype=])` tries, in order,
+each rung's launcher built for out_dtype (bf16, the default, or float32):
 
     hardware quantizer (bf16)  the looked-up config (launchers.configs.config_lookup: the
                                table's, a tuned-shapes file's or the heuristic's) with
@@ -13,7 +14,8 @@
     small tiles                gemm_config.FITTING_CONFIG (small tiles, one stage, no split:
                                it fits every target), standard launch (skipped if it is one
                                of the above)
-    aiter                      aiter's dynamic_mxfp4_quant + gemm_a4w4 (where aiter imports)
+    aiter                      aiter's dynamic_mxfp4_quant + gemm_a4w4 (where aiter imports;
+                               bf16 outputs only)
 
 A rung fails when building it raises (a compiler error, say), its compiled kernels do not fit
 the device (launchers.fit: the shared memory a program asks for over what the device grants,
@@ -112,14 +114,15 @@ def _with_fault(rung: Rung, kind: str) -> Rung:
     return rung._replace(build=build)
 
 
-def rungs_for(arch, backend, m, n, k, a_strides, device) -> list:
+def rungs_for(arch, backend, m, n, k, a_strides, device, out_dtype=torch.bfloat16) -> list:
     config, source = config_lookup(arch, m, n, k)
     if source == "heuristic":
         note_untuned(arch, m, n, k, config)
 
     def rung(name, config, quantizer="software", allow_direct=True, refuses_spills=True):
         return Rung(name, lambda: build_launcher(config, backend, m, n, k, a_strides, device,
-                                                 quantizer, allow_direct=allow_direct),
+                                                 quantizer, allow_direct=allow_direct,
+                                                 out_dtype=out_dtype),
                     config, refuses_spills)
 
     rungs = [rung(name, config, quantizer) for quantizer, name in QUANTIZER_RUNGS.items()
@@ -131,7 +134,7 @@ def rungs_for(arch, backend, m, n, k, a_strides, device) -> list:
     if FITTING_CONFIG not in (config, heuristic):
         rungs.append(rung("small tiles", FITTING_CONFIG, allow_direct=False,
                           refuses_spills=False))
-    if aiter_path.available():
+    if aiter_path.available() and out_dtype == torch.bfloat16:
         rungs.append(Rung("aiter", lambda: aiter_path.AiterLauncher(m, n)))
     return rungs
 
@@ -154,10 +157,13 @@ def prove_rung(rung: Rung, m, n, k, a_strides, device):
     return launcher
 
 
-def proven_launcher(arch, backend, m, n, k, a_strides, device, rungs=None):
-    """The first launcher of the ladder whose proof passes; RuntimeError if none does."""
+def proven_launcher(arch, backend, m, n, k, a_strides, device, rungs=None,
+                    out_dtype=torch.bfloat16):
+    """The first launcher of the ladder (rungs_for's unless `rungs`) whose proof passes;
+    RuntimeError if none does."""
     shape = f"{m}x{n}x{k}"
-    rungs = rungs_for(arch, backend, m, n, k, a_strides, device) if rungs is None else rungs
+    if rungs is None:
+        rungs = rungs_for(arch, backend, m, n, k, a_strides, device, out_dtype)
     fault = parse_faults(os.environ.get(FAULT_VARIABLE, "")).get((m, n, k))
     if fault:
         rungs = [_with_fault(rungs[0], fault)] + rungs[1:]

@@ -1,10 +1,11 @@
 """What every path's launcher is (launchers.paths): the one contract that the ladder, the
 tuners and the tools read, and nothing else of a launcher.
 
-A Launcher, called with (A bf16 [M, K], B_shuffle, B_scale_sh[, direct]), returns a new bf16
-[M, N] for the one problem (M, N, K, A's strides) it was built for. It states:
+A Launcher, called with (A bf16 [M, K], B_shuffle, B_scale_sh[, direct]), returns a new
+[M, N] of its out_dtype for the one problem (M, N, K, A's strides) it was built for. It states:
 
     config              the GemmConfig it serves (launchers.gemm_config)
+    out_dtype           its output's dtype: bf16, or float32 (launchers.inputs.OUT_DTYPES)
     quantizer           A's quantizer (kernels.quantize.QUANTIZERS) it was built with
     splits              K splits a call launches (1 where it does not split K)
     launches_per_call   kernel launches of one call, ours and any library's
@@ -20,10 +21,13 @@ launch_resources() (registers and spills a thread of each) and spilling_launches
 from abc import ABC, abstractmethod
 from typing import Optional
 
+import torch
+
 
 class Launcher(ABC):
     config: object
     quantizer: str
+    out_dtype: torch.dtype = torch.bfloat16
     splits: int = 1
     launches_per_call: int
     proof_repeats: int = 0

@@ -15,6 +15,12 @@ load_state_dict; not saved) and its forward is torch.ops.mxfp4_mm.gemm_prepared
 torch.ops.mxfp4_mm.gemm above. The bias (bf16) is added to the bf16 product, rounding once
 more. The input is quantized to MXFP4 on every call, as the op does.
 
+    layer.out_dtype = torch.float32     # the product's fp32 sums unrounded, the bias added in fp32
+
+out_dtype (torch.bfloat16 by default) is the dtype the ops give the product in
+(launchers.inputs.OUT_DTYPES): a row-parallel shard's (launchers.tensor_parallel) is float32,
+so that the ranks' partial products are summed before the one rounding to bf16.
+
 The AMD Quark loader, load_quark and quark_to_mxfp4, lives in launchers.quark; both names
 are importable from here too.
 """
@@ -50,7 +56,10 @@ def _shuffled(where: str, codes: torch.Tensor, scales: torch.Tensor):
 
 
 class MXFP4Linear(torch.nn.Module):
-    """y = quantize(x) @ dequant(W)^T + bias, W MXFP4 [out_features, in_features]."""
+    """y = quantize(x) @ dequant(W)^T + bias, W MXFP4 [out_features, in_features]; y of
+    out_dtype (torch.bfloat16, or torch.float32: the GEMM's fp32 sums unrounded)."""
+
+    out_dtype = torch.bfloat16
 
     def __init__(self, b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, bias=None):
         super().__init__()
@@ -113,10 +122,14 @@ class MXFP4Linear(torch.nn.Module):
         a = x if x.dim() == 2 else x.reshape(-1, self.in_features)
         hopper = self.hopper_weight
         limit = self.prepared_max_m     # None beside a Hopper weight: the interpreter's, any M
+        # out_dtype passed only where it is not the ops' default (a dtype argument costs their
+        # dispatch about 0.5 µs)
+        dtype_argument = () if self.out_dtype is torch.bfloat16 else (self.out_dtype,)
         if hopper is not None and (limit is None or a.shape[0] <= limit):
-            y = _GEMM_PREPARED(a, hopper.values, hopper.scales, hopper.k, hopper.wide_scales)
+            y = _GEMM_PREPARED(a, hopper.values, hopper.scales, hopper.k, hopper.wide_scales,
+                               *dtype_argument)
         else:
-            y = _GEMM(a, buffers["b_shuffle"], buffers["b_scale_sh"])
+            y = _GEMM(a, buffers["b_shuffle"], buffers["b_scale_sh"], *dtype_argument)
         if x.dim() != 2:
             y = y.view(*x.shape[:-1], self.out_features)
         bias = buffers["bias"]

@@ -2,6 +2,8 @@
 kernels it compiles: one entry per path in each table. Every launcher is a
 launchers.launcher.Launcher, the one contract its readers rely on."""
 
+import torch
+
 from .aiter_path import build_aiter_launcher
 from .gemm_config import GemmConfig
 from .dequant import DequantLauncher, dequant_launch_specs
@@ -24,10 +26,12 @@ LAUNCH_SPECS = {"preshuffle": launch_specs, "dequant": dequant_launch_specs,
 
 
 def build_launcher(config: GemmConfig, backend: str, m: int, n: int, k: int, a_strides: tuple,
-                   device, quantizer: str = "software", allow_direct: bool = True):
-    """The launcher of config.path for one problem; call it with (A, B_shuffle, B_scale_sh)."""
+                   device, quantizer: str = "software", allow_direct: bool = True,
+                   out_dtype: torch.dtype = torch.bfloat16):
+    """The launcher of config.path for one problem, its output of out_dtype (bf16 or
+    float32); call it with (A, B_shuffle, B_scale_sh)."""
     return LAUNCHERS[config.path](config, backend, m, n, k, a_strides, device, quantizer,
-                                  allow_direct=allow_direct)
+                                  allow_direct=allow_direct, out_dtype=out_dtype)
 
 
 def path_launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int,

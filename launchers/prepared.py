@@ -4,23 +4,26 @@
     weight = hopper_weight(b_shuffle, b_scale_sh)    # or hopper_weight_from_mxfp4(codes, scales)
     c = torch.ops.mxfp4_mm.gemm_prepared(a, weight.values, weight.scales, weight.k,
                                          weight.wide_scales)   # = gemm_prepared(a, weight)
+    c32 = torch.ops.mxfp4_mm.gemm_prepared(a, weight.values, weight.scales, weight.k,
+                                           weight.wide_scales, torch.float32)   # fp32 sums
 
 Importing this module (launchers.linear does) defines the op (launchers.define_op, as the op
 torch.ops.mxfp4_mm.gemm is defined). A call whose signature (its three tensors' shapes,
-strides, dtypes and devices, K and wide_scales) passed prepared_problem's checks before takes
-its launcher from one lookup in the launcher cache the GEMM's op uses (launchers); a new
-signature is checked in full (one-line errors: A's dtype, shape or device, a weight not in the
-layout, a backend other than NVIDIA sm_90 and up or the interpreter), and a new problem (M, N,
-K, A's strides, wide_scales) has its launcher built and proven first, as every launcher is
-(launchers.ladder: the rule's config, direct, then through the standard launch; the proof's
-weights put into the Hopper layout).
+strides, dtypes and devices, out_dtype, K and wide_scales) passed prepared_problem's checks
+before takes its launcher from one lookup in the launcher cache the GEMM's op uses (launchers);
+a new signature is checked in full (one-line errors: A's dtype, shape or device, a weight not
+in the layout, out_dtype, a backend other than NVIDIA sm_90 and up or the interpreter), and a
+new problem (M, N, K, A's strides, wide_scales, out_dtype) has its launcher built and proven
+first, as every launcher is (launchers.ladder: the rule's config, direct, then through the
+standard launch; the proof's weights put into the Hopper layout).
 
 The op takes the layout's two tensors (values uint8 [N/16, Kp/64, 8, 4, 4, 4], scales uint8
 [N/16, Kp/64, 8, 2, 2]) and returns a new bf16 [M, N] = quantize(A) @ dequant(B)^T, the
-reference's result; a fake implementation gives torch.compile its shapes. It runs on CUDA
-(sm_90 and up: mul.rn.bf16x2) and in Triton's interpreter; on another backend it refuses in one
-line (the layout is Hopper's: `unswizzle` gives the plain codes and scales back, and
-kernels.formats.shuffle_weight / e8m0_shuffle the op torch.ops.mxfp4_mm.gemm takes).
+reference's result (out_dtype=torch.float32: its fp32 sums unrounded, as the op
+torch.ops.mxfp4_mm.gemm gives them); a fake implementation gives torch.compile its shapes. It
+runs on CUDA (sm_90 and up: mul.rn.bf16x2) and in Triton's interpreter; on another backend it
+refuses in one line (the layout is Hopper's: `unswizzle` gives the plain codes and scales back,
+and kernels.formats.shuffle_weight / e8m0_shuffle the op torch.ops.mxfp4_mm.gemm takes).
 
 MXFP4Linear takes this path on a device it serves (`serves`: CUDA sm_90 and up): its
 constructors, .to() and load_state_dict prepare the Hopper layout beside the portable buffers
@@ -51,7 +54,7 @@ from .bypass import aligned, backend_options
 from .gemm_config import DEQUANT_CONFIG
 from .gemm import (LaunchSpec, bound_launch, counter_rows, quantize_spec,
                    split_plan, threads_per_program)
-from .inputs import CPU_HOWTO, KERNELS_NEED_A_GPU
+from .inputs import CPU_HOWTO, KERNELS_NEED_A_GPU, output_dtype
 from .ladder import Rung, proven_launcher
 from .launcher import Launcher
 from .proof import SPLIT_K_REPEATS
@@ -155,9 +158,11 @@ def _weight_like(n: int, k: int, wide_scales: bool, device) -> layout.HopperWeig
 
 
 def prepared_launch_specs(config: PreparedConfig, backend: str, m: int, n: int, k: int,
-                          a_strides: tuple, device, wide_scales: bool = False) -> list:
+                          a_strides: tuple, device, wide_scales: bool = False,
+                          out_dtype: torch.dtype = torch.bfloat16) -> list:
     """The Triton launches of one call, as launchers.gemm.LaunchSpec: with a_dequantized
-    "quantize" and "dequantize_a" (A's MXFP4 values in bf16), then "gemm"."""
+    "quantize" and "dequantize_a" (A's MXFP4 values in bf16), then "gemm" (its C of
+    out_dtype, bf16 or float32)."""
     specs = []
     a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
     if config.a_dequantized:
@@ -171,7 +176,7 @@ def prepared_launch_specs(config: PreparedConfig, backend: str, m: int, n: int, 
                                 _options(backend, DEQUANT_CONFIG.num_warps, 1), arguments,
                                 per_call=3))    # dequantize_launch puts (codes, scales, out) first
     splits, split_size = config.splits_for(k)
-    c = torch.empty((m, n), dtype=torch.bfloat16, device=device)
+    c = torch.empty((m, n), dtype=out_dtype, device=device)
     partials = torch.empty((splits, m, n), dtype=torch.float32, device=device) if splits > 1 else c
     rows = counter_rows(config, m, n, split_plan(config, k), device, rows=1)
     arguments = prepared_arguments(
@@ -194,20 +199,23 @@ def _options(backend: str, num_warps: int, num_stages: int) -> dict:
 class PreparedLauncher(Launcher):
     """The prepared path's launcher (launchers.launcher's contract, but for its operands): call
     with (A bf16 [M, K] of the given strides, the Hopper layout's values and scales[, direct]);
-    returns a new bf16 [M, N]."""
+    returns a new [M, N] of out_dtype (bf16 or float32)."""
 
     quantizer = "software"
 
     def __init__(self, config: PreparedConfig, backend: str, m: int, n: int, k: int,
-                 a_strides: tuple, device, wide_scales: bool, allow_direct: bool = True):
+                 a_strides: tuple, device, wide_scales: bool, allow_direct: bool = True,
+                 out_dtype: torch.dtype = torch.bfloat16):
         self.config, self.m, self.n, self.k, self.device = config, m, n, k, device
+        self.out_dtype = out_dtype
         self.wide_scales = wide_scales
         self.splits, _ = config.splits_for(k)
         self.proof_repeats = SPLIT_K_REPEATS if self.splits > 1 else 0
         self.launches_per_call = 3 if config.a_dequantized else 1
         self.counter_rows = counter_rows(config, m, n, split_plan(config, k), device)
         self._calls = itertools.count()   # next() is atomic: threads never share a row
-        specs = prepared_launch_specs(config, backend, m, n, k, a_strides, device, wide_scales)
+        specs = prepared_launch_specs(config, backend, m, n, k, a_strides, device, wide_scales,
+                                      out_dtype)
         bound = {spec.name: bound_launch(spec, allow_direct) for spec in specs}
         self.launches = {name: launch for name, (launch, _) in bound.items()}
         self.constants = {name: constants for name, (_, constants) in bound.items()}
@@ -231,7 +239,7 @@ class PreparedLauncher(Launcher):
             a = a.new_empty(m, k, dtype=torch.bfloat16)
             self._launch("dequantize_a", (codes, a_scales, a), direct)
         # a.new_empty with the sizes as arguments: as launchers.gemm.GemmLauncher's outputs
-        out = a.new_empty(m, n, dtype=torch.bfloat16)
+        out = a.new_empty(m, n, dtype=self.out_dtype)
         partials = a.new_empty(self.splits, m, n, dtype=torch.float32) if self.splits > 1 else out
         counters = out
         if self.counter_rows is not None:
@@ -254,6 +262,7 @@ class _OnShuffledWeights(Launcher):
     def __init__(self, launcher: PreparedLauncher):
         self.launcher = launcher
         self.config, self.splits = launcher.config, launcher.splits
+        self.out_dtype = launcher.out_dtype
         self.quantizer, self.proof_repeats = launcher.quantizer, launcher.proof_repeats
         self.launches_per_call = launcher.launches_per_call
         self._weight = (None, None)     # (B_shuffle, its HopperWeight) of the last call
@@ -269,7 +278,7 @@ class _OnShuffledWeights(Launcher):
 
 
 def prepared_rungs(backend: str, m: int, n: int, k: int, a_strides: tuple, device,
-                   wide_scales: bool) -> list:
+                   wide_scales: bool, out_dtype: torch.dtype = torch.bfloat16) -> list:
     """The prepared launcher's ladder (launchers.ladder): the rule's config with the direct
     launch, then the same through Triton's standard launch only. There is no rung below: the
     other paths take the weight in another layout."""
@@ -277,16 +286,18 @@ def prepared_rungs(backend: str, m: int, n: int, k: int, a_strides: tuple, devic
 
     def rung(name, allow_direct):
         return Rung(name, lambda: _OnShuffledWeights(PreparedLauncher(
-            config, backend, m, n, k, a_strides, device, wide_scales, allow_direct)), config)
+            config, backend, m, n, k, a_strides, device, wide_scales, allow_direct, out_dtype)),
+                    config)
     return [rung("prepared", True), rung("prepared, standard launch", False)]
 
 
-def proven_prepared_launcher(arch, backend, m, n, k, a_strides, device,
-                             wide_scales) -> PreparedLauncher:
+def proven_prepared_launcher(arch, backend, m, n, k, a_strides, device, wide_scales,
+                             out_dtype=torch.bfloat16) -> PreparedLauncher:
     """The prepared launcher of this problem, proven against the reference as every launcher
     is (launchers.ladder, launchers.proof: the proof's weights put into the Hopper layout)."""
     proven = proven_launcher(arch, backend, m, n, k, a_strides, device,
-                             prepared_rungs(backend, m, n, k, a_strides, device, wide_scales))
+                             prepared_rungs(backend, m, n, k, a_strides, device, wide_scales,
+                                            out_dtype))
     proven.launcher.rung = proven.rung
     return proven.launcher
 
@@ -364,9 +375,9 @@ def prepared_problem(a, values, scales, k: int) -> tuple:
     return a.shape[0], 16 * n_tiles, k
 
 
-def prepared_signature(a, values, scales, k: int, wide_scales: bool) -> tuple:
+def prepared_signature(a, values, scales, k: int, wide_scales: bool, out_dtype) -> tuple:
     """All that prepared_problem's checks and the launcher's choice read of the operands."""
-    return call_signature(a, values, scales) + (k, wide_scales)
+    return call_signature(a, values, scales, out_dtype) + (k, wide_scales)
 
 
 def serves_rows(arch: str, m: int) -> bool:
@@ -376,11 +387,12 @@ def serves_rows(arch: str, m: int) -> bool:
     return arch == "interpreter" or (limit is not None and m <= limit)
 
 
-def _checked_launcher(a, values, scales, k: int, wide_scales: bool):
+def _checked_launcher(a, values, scales, k: int, wide_scales: bool, out_dtype):
     """The launcher of a call not seen before, after prepared_problem's full checks."""
     if not isinstance(a, torch.Tensor):
         raise TypeError(f"mxfp4_mm.{OP_NAME}: expected A a torch.Tensor, got "
                         f"{type(a).__name__}")
+    dtype = output_dtype(f"mxfp4_mm.{OP_NAME}", out_dtype)
     m, n, k = prepared_problem(a, values, scales, k)
     backend, arch = _checked_backend(a.device)
     if not serves_rows(arch, m):
@@ -388,37 +400,43 @@ def _checked_launcher(a, values, scales, k: int, wide_scales: bool):
                          f"{target_facts(arch).prepared_max_m} there; torch.ops.mxfp4_mm.gemm "
                          f"takes the weight's b_shuffle and b_scale_sh at any M")
     if m == 0:
-        return empty_output(n)
-    key = (OP_NAME, arch, str(a.device), m, n, k, a.stride(), wide_scales)
+        return empty_output(n, dtype)
+    key = (OP_NAME, arch, str(a.device), m, n, k, a.stride(), wide_scales, dtype)
     cached_launcher(key, OP_NAME, (m, n, k), a.device, lambda: proven_prepared_launcher(
-        arch, backend, m, n, k, a.stride(), a.device, wide_scales))
-    return checked_signature(prepared_signature(a, values, scales, k, wide_scales), key)
+        arch, backend, m, n, k, a.stride(), a.device, wide_scales, dtype))
+    return checked_signature(prepared_signature(a, values, scales, k, wide_scales, out_dtype),
+                             key)
 
 
 def prepared_gemm(a: torch.Tensor, values: torch.Tensor, scales: torch.Tensor, k: int,
-                  wide_scales: bool) -> torch.Tensor:
+                  wide_scales: bool, out_dtype=None) -> torch.Tensor:
     """The op's implementation: A bf16 [M, K], a weight [N, K] in the Hopper layout (values
     uint8 [N/16, Kp/64, 8, 4, 4, 4], scales uint8 [N/16, Kp/64, 8, 2, 2], K, wide_scales) ->
-    a new bf16 [M, N] = quantize(A) @ dequant(W)^T. A call whose signature passed the checks
-    before takes its launcher from one lookup (launchers.launcher_of_signature)."""
+    a new [M, N] = quantize(A) @ dequant(W)^T, bf16 (out_dtype None or torch.bfloat16) or its
+    fp32 sums unrounded (torch.float32). A call whose signature passed the checks before takes
+    its launcher from one lookup (launchers.launcher_of_signature)."""
     try:
-        launcher = launcher_of_signature(prepared_signature(a, values, scales, k, wide_scales))
+        launcher = launcher_of_signature(prepared_signature(a, values, scales, k, wide_scales,
+                                                            out_dtype))
     except (AttributeError, KeyError):  # no tensor, a new signature, or its launcher evicted
-        launcher = _checked_launcher(a, values, scales, k, wide_scales)
+        launcher = _checked_launcher(a, values, scales, k, wide_scales, out_dtype)
     return launcher(a, values, scales)
 
 
-def gemm_prepared(a: torch.Tensor, weight: layout.HopperWeight) -> torch.Tensor:
-    """A bf16 [M, K] and a HopperWeight [N, K] -> a new bf16 [M, N] = quantize(A) @ dequant(W)^T."""
-    return prepared_gemm(a, weight.values, weight.scales, weight.k, weight.wide_scales)
+def gemm_prepared(a: torch.Tensor, weight: layout.HopperWeight, out_dtype=None) -> torch.Tensor:
+    """A bf16 [M, K] and a HopperWeight [N, K] -> a new [M, N] = quantize(A) @ dequant(W)^T,
+    bf16 or (out_dtype torch.float32) its fp32 sums unrounded."""
+    return prepared_gemm(a, weight.values, weight.scales, weight.k, weight.wide_scales,
+                         out_dtype)
 
 
 OP_NAME = "gemm_prepared"
 
 
-def _output_like(a, values, scales, k, wide_scales):
-    return a.new_empty((a.shape[0], 16 * values.shape[0]), dtype=torch.bfloat16)
+def _output_like(a, values, scales, k, wide_scales, out_dtype=None):
+    return a.new_empty((a.shape[0], 16 * values.shape[0]),
+                       dtype=output_dtype(f"mxfp4_mm.{OP_NAME}", out_dtype))
 
 
-define_op(OP_NAME, "Tensor a, Tensor values, Tensor scales, int k, bool wide_scales",
-          prepared_gemm, _output_like)
+define_op(OP_NAME, "Tensor a, Tensor values, Tensor scales, int k, bool wide_scales, "
+          "ScalarType? out_dtype=None", prepared_gemm, _output_like)

@@ -31,15 +31,19 @@ computes on the local tensors.
   of the fp32 sums).
 - Row-parallel: rank r holds input columns [rK/w, (r+1)K/w), cut at MXFP4 block boundaries, so
   the quantized input and its products are the unsharded layer's; its input is the rank's slice
-  of K (input_layouts Shard(-1), the default, or Replicate: cut locally). The partial products
-  p_r (bf16, as the op returns them) are all-reduced in fp32 and rounded to bf16 once, then the
-  bias is added once, in bf16, as the unsharded layer adds it; the output is whole on every
-  rank. In fp32, not bf16: a bf16 all-reduce rounds at every step, in an order the backend's
-  algorithm and the world size choose; the fp32 sum of bf16 partials is the same on every rank,
-  exact for two. Against the unsharded layer (one rounding of the whole sum) the output differs
-  by the rounding of each p_r to bf16, half a bf16 step of |p_r| each: small against the
-  partials, not always against |y| (where they cancel, the task's per-element tolerance, 1e-2
-  of |y|, need not hold).
+  of K (input_layouts Shard(-1), the default, or Replicate: cut locally). Each rank's partial
+  product p_r comes out of the op in fp32 (the shard's out_dtype: the GEMM's fp32 sums, never
+  rounded to bf16); the p_r are all-reduced in fp32 and the sum is rounded to bf16 once, then
+  the bias is added once, in bf16, as the unsharded layer adds it. The output is whole on
+  every rank, the same bits on each (the all-reduce gives every rank one sum; for two ranks
+  p_0 + p_1). It is the unsharded layer's computation but for the order of the fp32 sums of
+  the same exact products (the unsharded GEMM's K loop against each shard's and the
+  all-reduce): both round one fp32 sum to bf16, so they differ by the two orders' fp32
+  rounding errors (a few 2^-24 of the products' magnitudes) and, where those straddle a bf16
+  rounding boundary, one bf16 step of |y| (at most 2^-7 |y|): within the task's per-element
+  tolerance, 1e-2 + 1e-2 |y|, wherever the products' magnitudes stay far below 2^24 * 1e-2.
+  Partials rounded to bf16 before the sum would each be off by up to half a bf16 step of
+  |p_r|, which where they cancel can pass 1e-2 + 1e-2 |y|.
 
 Splits: N % (16 w) == 0 column-parallel and K % (64 w) == 0 row-parallel (each shard aligned as
 the op takes N and K; 64 a multiple of the MXFP4 block of 32), else a one-line ValueError.
@@ -193,10 +197,11 @@ class MXFP4ColwiseParallel(_MXFP4Style):
 
 
 class MXFP4RowwiseParallel(_MXFP4Style):
-    """Row-parallel MXFP4Linear: K split over the ranks (K % (64 w) == 0), the partial outputs
-    all-reduced in fp32, the bias added after. input_layouts: the input's placement (default
-    Shard(-1), the output of a column-parallel layer before); the output is whole on every rank
-    (a torch.Tensor, or with use_local_output=False a replicated DTensor)."""
+    """Row-parallel MXFP4Linear: K split over the ranks (K % (64 w) == 0), the fp32 partial
+    outputs all-reduced and rounded to bf16 once, the bias added after. input_layouts: the
+    input's placement (default Shard(-1), the output of a column-parallel layer before); the
+    output is whole on every rank (a torch.Tensor, or with use_local_output=False a replicated
+    DTensor)."""
 
     name = "MXFP4RowwiseParallel"
     _desired_input = Shard(-1)
@@ -216,9 +221,15 @@ class MXFP4RowwiseParallel(_MXFP4Style):
                              f"{tuple(bias.shape)}")
         return None, bias
 
+    def shard_layer(self, codes, scales, bias, device_mesh, module=None) -> MXFP4Linear:
+        module = super().shard_layer(codes, scales, bias, device_mesh, module)
+        module.out_dtype = torch.float32     # the partial products unrounded, for _output_fn
+        return module
+
     def _output_fn(self, module, inputs, output, *, device_mesh):
-        partial_sums = DTensor.from_local(output.float(), device_mesh, (Partial(),),
-                                          run_check=False)
+        """The fp32 partial products summed over the ranks, rounded to bf16 once, the bias
+        added after."""
+        partial_sums = DTensor.from_local(output, device_mesh, (Partial(),), run_check=False)
         output = partial_sums.redistribute(placements=(Replicate(),)).to_local()
         output = output.to(torch.bfloat16)
         bias = module._buffers.get("reduced_bias")

@@ -428,7 +428,7 @@ def test_on_sm90_the_op_serves_m_up_to_the_chips_prepared_max_m(fresh_cache, mon
     monkeypatch.setattr(launchers, "current_target", lambda device: ("cuda", "sm_90"))
     built = []
 
-    def build(arch, backend, m, n, k, a_strides, device, wide_scales):
+    def build(arch, backend, m, n, k, a_strides, device, wide_scales, out_dtype):
         built.append(m)
         return lambda a, values, scales: torch.ones(m, n, dtype=torch.bfloat16, device=a.device)
     monkeypatch.setattr(prepared, "proven_prepared_launcher", build)
@@ -768,7 +768,7 @@ def test_each_problem_takes_a_launcher_of_its_own_and_no_rows_none(fresh_cache, 
     [0, N] without building any."""
     built = []
 
-    def build(arch, backend, m, n, k, a_strides, device, wide_scales):
+    def build(arch, backend, m, n, k, a_strides, device, wide_scales, out_dtype):
         built.append((m, n, k))
         number = len(built)
         return lambda a, values, scales: torch.full((m, n), number, dtype=torch.bfloat16,
@@ -793,6 +793,7 @@ def test_the_ladder_of_the_prepared_path_is_the_direct_then_the_standard_launch(
 
     class Recorded:
         quantizer, splits, proof_repeats, launches_per_call = "software", 1, 0, 1
+        out_dtype = torch.bfloat16
 
         def __init__(self, *arguments):
             built.append(arguments)
@@ -805,8 +806,8 @@ def test_the_ladder_of_the_prepared_path_is_the_direct_then_the_standard_launch(
     for rung in rungs:
         wrapper = rung.build()
         assert isinstance(wrapper.launcher, Recorded)
-    assert built == [(config, "cuda", 5, 128, 1024, (2048, 1), "meta", True, allow)
-                     for allow in (True, False)]
+    assert built == [(config, "cuda", 5, 128, 1024, (2048, 1), "meta", True, allow,
+                      torch.bfloat16) for allow in (True, False)]
 
 
 @pytest.mark.interpreter

@@ -46,7 +46,7 @@ def recorded(fresh_cache, monkeypatch):
     build's number (no kernel runs); gemm_problem counting its calls."""
     built, checked = [], []
 
-    def proven_launcher(arch, backend, m, n, k, a_strides, device):
+    def proven_launcher(arch, backend, m, n, k, a_strides, device, out_dtype):
         built.append((m, n, k, a_strides, str(device)))
         number = len(built)
         return lambda a, b, s: torch.full((m, n), number, dtype=torch.bfloat16, device=a.device)
@@ -214,7 +214,8 @@ def recorded_prepared(fresh_cache, monkeypatch):
     the build's number (no kernel runs); prepared_problem counting its calls."""
     built, checked = [], []
 
-    def proven_prepared_launcher(arch, backend, m, n, k, a_strides, device, wide_scales):
+    def proven_prepared_launcher(arch, backend, m, n, k, a_strides, device, wide_scales,
+                                 out_dtype):
         built.append((m, n, k, a_strides, str(device), wide_scales))
         number = len(built)
         return lambda a, values, scales: torch.full((m, n), number, dtype=torch.bfloat16)

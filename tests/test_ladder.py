@@ -424,7 +424,7 @@ class RecordingGemm:
     built = []
 
     def __init__(self, config, backend, m, n, k, a_strides, device, quantizer,
-                 allow_direct=True):
+                 allow_direct=True, out_dtype=torch.bfloat16):
         self.args = (config, quantizer, allow_direct)
         self.where = (backend, m, n, k, a_strides, device)
         RecordingGemm.built.append(self)

@@ -245,7 +245,8 @@ def test_default_cache_capacity_is_readmes_64():
 
 # ---------------------------------------------------------------------------------------
 # launchers/__init__'s decisions, with a recording proven_launcher (no kernel runs):
-# - the cache key: target arch, device, M, N, K and A's strides, each telling launchers apart;
+# - the cache key: target arch, device, M, N, K, A's strides and the output's dtype, each
+#   telling launchers apart;
 #   a hit moves its entry to the most recently used end; past the capacity the least recently
 #   used goes;
 # - the target: the interpreter whenever TRITON_INTERPRET is set to anything but "" or "0";
@@ -262,8 +263,8 @@ import types  # noqa: E402
 def recorded_ladder(monkeypatch):
     built = []
 
-    def proven_launcher(arch, backend, m, n, k, a_strides, device):
-        built.append((arch, backend, m, n, k, a_strides, str(device)))
+    def proven_launcher(arch, backend, m, n, k, a_strides, device, out_dtype):
+        built.append((arch, backend, m, n, k, a_strides, str(device), out_dtype))
         return object()
     monkeypatch.setattr(launchers, "_launchers", OrderedDict())
     monkeypatch.setattr(launchers, "proven_launcher", proven_launcher)
@@ -277,9 +278,12 @@ def test_every_part_of_the_key_tells_launchers_apart(recorded_ladder, monkeypatc
                  ("cpu", 4, 96, 512, (512, 1)), ("cpu", 4, 64, 1024, (1024, 1)),
                  ("cpu", 4, 64, 512, (1, 4))]:
         assert launchers._launcher(*args) is not first
+    fp32 = launchers._launchers[launchers._launcher_key("cpu", 4, 64, 512, (512, 1),
+                                                        torch.float32)]
+    assert fp32 is not first and recorded_ladder[-1][-1] == torch.float32
     monkeypatch.setattr(launchers, "current_target", lambda device: ("hip", "gfx950"))
     assert launchers._launcher("cpu", 4, 64, 512, (512, 1)) is not first
-    assert len(recorded_ladder) == 7 and recorded_ladder[-1][:2] == ("gfx950", "hip")
+    assert len(recorded_ladder) == 8 and recorded_ladder[-1][:2] == ("gfx950", "hip")
 
 
 def test_a_hit_is_the_most_recent_and_the_least_recent_goes(recorded_ladder, monkeypatch):
@@ -298,8 +302,9 @@ def test_launcher_for_keys_by_the_tensors_shape_strides_and_device(recorded_ladd
     a = torch.empty((8, 512), dtype=torch.bfloat16, device="meta")
     launchers.launcher_for(a, 64)
     launchers.launcher_for(a.t().contiguous().t(), 64)
-    assert [entry[2:] for entry in recorded_ladder] == [(8, 64, 512, (512, 1), "meta"),
-                                                       (8, 64, 512, (1, 8), "meta")]
+    assert [entry[2:] for entry in recorded_ladder] == [
+        (8, 64, 512, (512, 1), "meta", torch.bfloat16),
+        (8, 64, 512, (1, 8), "meta", torch.bfloat16)]
 
 
 @pytest.mark.parametrize("text, on", [("1", True), ("yes", True), ("0", False), ("", False)])
@@ -348,8 +353,9 @@ def test_prewarm_builds_each_shape_contiguous_on_the_current_device(recorded_lad
     monkeypatch.setattr(launchers, "current_target", lambda device: ("cuda", "sm_90"))
     launchers.prewarm([(4, 64, 512), (8, 96, 1024)], device="cuda")
     assert build_devices == ["cuda:0", "cuda:0"]
-    assert [entry[2:] for entry in recorded_ladder] == [(4, 64, 512, (512, 1), "cuda:0"),
-                                                       (8, 96, 1024, (1024, 1), "cuda:0")]
+    assert [entry[2:] for entry in recorded_ladder] == [
+        (4, 64, 512, (512, 1), "cuda:0", torch.bfloat16),
+        (8, 96, 1024, (1024, 1), "cuda:0", torch.bfloat16)]
     assert synced == [True]
 
 

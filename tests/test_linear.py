@@ -7,6 +7,7 @@ import torch
 from mxfp4_mm import launchers  # noqa: F401  (registers the op)
 from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats
+from mxfp4_mm.launchers import prepared
 from mxfp4_mm.launchers.linear import MXFP4Linear
 from mxfp4_mm.submission import custom_kernel
 
@@ -59,6 +60,27 @@ def test_the_layer_is_the_op_plus_the_bias_over_any_leading_dims(device):
     assert y.shape == (2, 3, 64) and y.dtype == torch.bfloat16
     assert torch.equal(y.reshape(6, 64), flat + linear.bias.detach())
     assert layer(x[:0]).shape == (0, 3, 64)
+
+
+def test_an_fp32_layer_gives_the_ops_fp32_sums_plus_the_bias_in_fp32(device):
+    """out_dtype float32 (a row-parallel shard's): the op's fp32 output, the bias added in fp32,
+    on whichever op the layer takes on the device."""
+    linear = _linear(64, 256, True, device, seed=2)
+    layer = MXFP4Linear.from_linear(linear)
+    x = torch.randn(2, 3, 256, dtype=torch.bfloat16, device=device)
+    layer.out_dtype = torch.float32
+    y = layer(x)
+    if layer.hopper_weight is not None:      # the prepared path's op, up to its M
+        flat = prepared.gemm_prepared(x.reshape(6, 256), layer.hopper_weight, torch.float32)
+    else:
+        flat = torch.ops.mxfp4_mm.gemm(x.reshape(6, 256), *formats.prepare_weight(linear.weight),
+                                       torch.float32)
+    assert y.shape == (2, 3, 64) and y.dtype == torch.float32
+    assert torch.equal(y.reshape(6, 64), flat + linear.bias.detach().float())
+    layer.out_dtype = torch.float16
+    with pytest.raises(ValueError, match="expected out_dtype torch.bfloat16 or torch.float32, "
+                                         "got torch.float16$"):
+        layer(x)
 
 
 def test_from_mxfp4_gives_custom_kernels_bytes(device):

@@ -58,7 +58,7 @@ def _problem(device):
 def test_the_first_call_builds_in_a_thread_of_its_own(no_launchers, monkeypatch, device):
     built_in = []
 
-    def build(arch, backend, m, n, k, a_strides, device):
+    def build(arch, backend, m, n, k, a_strides, device, out_dtype):
         built_in.append(threading.current_thread())
         return lambda a, b_shuffle, b_scale_sh: torch.full((m, n), 2.0, dtype=torch.bfloat16,
                                                            device=a.device)
@@ -71,7 +71,7 @@ def test_the_first_call_builds_in_a_thread_of_its_own(no_launchers, monkeypatch,
 
 
 def test_a_build_error_reaches_the_caller(no_launchers, monkeypatch, device):
-    def build(*args):
+    def build(*args, **options):
         raise ValueError("no such config")
 
     monkeypatch.setattr(launchers, "proven_launcher", build)
@@ -82,7 +82,7 @@ def test_a_build_error_reaches_the_caller(no_launchers, monkeypatch, device):
 
 def test_a_capture_that_forbids_the_build_is_named_in_one_line(no_launchers, monkeypatch,
                                                                device):
-    def build(*args):
+    def build(*args, **options):
         raise RuntimeError("mxfp4-mm: no launcher for 4x64x256 passed its proof: software "
                            "quantizer: RuntimeError: CUDA error: operation not permitted when "
                            "stream is capturing")

@@ -576,12 +576,13 @@ def stubbed_launches():
     from mxfp4_mm.launchers.configs import config_for
     from mxfp4_mm.launchers.paths import build_launcher
 
-    def unproven(arch, backend, m, n, k, a_strides, device):
-        return build_launcher(config_for(arch, m, n, k), backend, m, n, k, a_strides, device)
+    def unproven(arch, backend, m, n, k, a_strides, device, out_dtype):
+        return build_launcher(config_for(arch, m, n, k), backend, m, n, k, a_strides, device,
+                              out_dtype=out_dtype)
 
-    def unproven_prepared(arch, backend, m, n, k, a_strides, device, wide_scales):
+    def unproven_prepared(arch, backend, m, n, k, a_strides, device, wide_scales, out_dtype):
         return prepared.PreparedLauncher(prepared.prepared_config(m, n, k), backend, m, n, k,
-                                         a_strides, device, wide_scales)
+                                         a_strides, device, wide_scales, out_dtype=out_dtype)
     built = KernelLaunch.__init__
 
     def stubbed(launch, *arguments, **options):
