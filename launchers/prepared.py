@@ -61,6 +61,15 @@ from .proof import SPLIT_K_REPEATS
 from .targets import SM90, target_facts
 
 A_DEQUANTIZED_MIN_M = 8
+# From A_DEQUANTIZED_MIN_M on, A is quantized once by its own launches where the GEMM would
+# quantize at least this many elements of A (each row once per N tile: M * K * cdiv(N,
+# BLOCK_N)), else in registers by each program. On an H100 (tools.bench --prepared, Llama-3-8B's
+# decode weights at M = 8 and 32) the in-register form was faster up to 6.3 M of them (6144x4096
+# at M = 32) and slower from 7.3 M (28672x4096 at M = 8); at M = 128 (16.8 M and up) A once won
+# on every weight. A quantized once is staged by Triton's pipeliner (three stages), which was
+# faster than the register prefetch on all twelve of those shapes.
+A_ONCE_MIN_QUANTIZED = 7 << 20
+A_ONCE_STAGES = 3
 # Split K until the grid has this many programs (two per SM of sm_90): at M = 1 the weight's
 # loads need programs on every SM, two deep. A split keeps two K tiles at least (the prefetch
 # needs a next tile) and the splits stay at most MAX_SPLIT_K (the last program sums them, its
@@ -68,8 +77,8 @@ A_DEQUANTIZED_MIN_M = 8
 MIN_PROGRAMS = 2 * SM90.processors
 MAX_SPLIT_K = 8
 # BLOCK_N is 16 rows a warp (one warpgroup, wgmma's 64 rows, or two): 4 warps below
-# A_DEQUANTIZED_MIN_M, 8 from it, where a program's fixed work (A's loads and stores into
-# shared memory, the scale words' move) spreads over twice the weight. 8 warps below it too
+# A_DEQUANTIZED_MIN_M, 8 from it, where a program's fixed work (A's quantization or loads and
+# stores into shared memory, the scale words' move) spreads over twice the weight. 8 warps below it too
 # cost fewer instructions a weight element (tools.isa --arch sm_90 --shapes) but fit one
 # program an SM by their registers, with less of the weight in flight; not measured on a GPU.
 ROWS_PER_WARP = 16
@@ -129,24 +138,27 @@ def large_tile_config(m: int, n: int, k: int) -> PreparedConfig:
 def prepared_config(m: int, n: int, k: int) -> PreparedConfig:
     """The rule: from sm_90's Target.large_tiles_from_m on, large_tile_config. Below it BLOCK_M
     the power of two at or above M from 16 to 64, BLOCK_N 64 (4 warps) below
-    A_DEQUANTIZED_MIN_M and 128 (8 warps) from it, where A is quantized once by its own
-    launches, BLOCK_K 256 in one stage with B's next tile prefetched into registers (Triton's
-    pipeliner costs a wait and a descriptor a wgmma: tools.isa --arch sm_90 --shapes), and K
-    split in powers of two until the grid has MIN_PROGRAMS programs, a split would have fewer
-    than two K tiles, or MAX_SPLIT_K."""
+    A_DEQUANTIZED_MIN_M and 128 (8 warps) from it; A quantized in registers, BLOCK_K 256 in
+    one stage with B's next tile prefetched into registers (Triton's pipeliner costs a wait
+    and a descriptor a wgmma: tools.isa --arch sm_90 --shapes), or from A_DEQUANTIZED_MIN_M,
+    where the GEMM would quantize A_ONCE_MIN_QUANTIZED elements of A or more, A quantized once
+    by its own launches in A_ONCE_STAGES stages; K split in powers of two until the grid has
+    MIN_PROGRAMS programs, a split would have fewer than two K tiles, or MAX_SPLIT_K."""
     if m >= SM90.large_tiles_from_m:
         return large_tile_config(m, n, k)
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
-    a_dequantized = m >= A_DEQUANTIZED_MIN_M
-    warps = 8 if a_dequantized else 4
+    warps = 8 if m >= A_DEQUANTIZED_MIN_M else 4
     block_n = ROWS_PER_WARP * warps
+    a_dequantized = (m >= A_DEQUANTIZED_MIN_M
+                     and m * k * formats.cdiv(n, block_n) >= A_ONCE_MIN_QUANTIZED)
     tiles = gemm_tiles(m, n, block_m, block_n)
     k_tiles = formats.cdiv(layout.padded_k(k), layout.K_ALIGN)
     split_k = 1
     while (split_k * tiles < MIN_PROGRAMS and 4 * split_k <= k_tiles
            and split_k < MAX_SPLIT_K):
         split_k *= 2
-    return PreparedConfig(block_m, block_n, split_k, warps, 1, a_dequantized)
+    return PreparedConfig(block_m, block_n, split_k, warps,
+                          A_ONCE_STAGES if a_dequantized else 1, a_dequantized)
 
 
 def _weight_like(n: int, k: int, wide_scales: bool, device) -> layout.HopperWeight:

@@ -41,7 +41,7 @@ def test_the_rule_takes_the_large_tiles_from_the_targets_threshold(monkeypatch):
     assert target_facts("sm_89").large_tiles_from_m is None     # no wgmma
     assert target_facts("gfx950").large_tiles_from_m is None
     below = prepared.prepared_config(threshold - 1, 4096, 4096)
-    assert below not in prepared.large_tiles() and below.num_stages == 1
+    assert below not in prepared.large_tiles() and below.block_k == 256
     assert prepared.prepared_config(threshold, 4096, 4096) in prepared.large_tiles()
     moved = dataclasses.replace(SM90, large_tiles_from_m=2 * threshold)
     monkeypatch.setattr(prepared, "SM90", moved)

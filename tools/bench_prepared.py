@@ -7,11 +7,11 @@ path and F.linear on the bf16 weight.
 
 Per shape (inputs from reference.generate_input with the runner's seed rule), each checked
 once against the reference, then timed: "prepared", the rule's config
-(launchers.prepared.prepared_config); "stages3", the same with Triton's pipeliner (three
-stages) instead of the register prefetch; "a_flip", the same with A quantized the other way
+(launchers.prepared.prepared_config); "s_flip", the same with the other staging (Triton's
+pipeliner in three stages, or one stage with B's next tile prefetched into registers); "a_flip", the same with A quantized the other way
 (once by its own launches, or in the GEMM); "n_flip", the same with the other BLOCK_N (64 and
 4 warps, or 128 and 8); each combination of those three changes, named by theirs joined with
-"+" ("a_flip+stages3"), all below sm_90's Target.large_tiles_from_m only; "tile_alt", below
+"+" ("a_flip+s_flip"), all below sm_90's Target.large_tiles_from_m only; "tile_alt", below
 that threshold the large tile that would serve there (launchers.prepared.large_tile_config),
 from it the tile before the rule's in launchers.prepared.LARGE_TILES (the next, for the
 first); "custom_kernel", submission.custom_kernel on
@@ -25,7 +25,7 @@ import torch
 
 from .evaluate import _num
 
-FLIPS = ("a_flip", "n_flip", "stages3")
+FLIPS = ("a_flip", "n_flip", "s_flip")
 FLIP_COMBINATIONS = tuple("+".join(flip for flip in FLIPS if mask >> FLIPS.index(flip) & 1)
                           for mask in range(1, 1 << len(FLIPS)))
 VARIANTS = ("prepared",) + FLIP_COMBINATIONS + ("tile_alt", "custom_kernel", "bf16")
@@ -56,7 +56,7 @@ def variant_configs(m, n, k) -> dict:
     if m < SM90.large_tiles_from_m:
         changes = {"a_flip": dict(a_dequantized=not config.a_dequantized),
                    "n_flip": dict(num_warps=warps, block_n=16 * warps),
-                   "stages3": dict(num_stages=3)}
+                   "s_flip": dict(num_stages=4 - config.num_stages)}     # 1 <-> 3
         for name in FLIP_COMBINATIONS:
             fields = {}
             for flip in name.split("+"):
