@@ -63,10 +63,11 @@ def test_swizzle_and_unswizzle_are_inverses_on_every_byte(n, k):
     assert weight.scales.shape == (n // 16, kp // 64, 8, 2, 2)
     back_codes, back_scales = layout.unswizzle(weight)
     assert torch.equal(back_codes, codes) and torch.equal(back_scales, scales)
-    from_runner = layout.from_shuffled(formats.shuffle_weight(codes),
-                                       formats.e8m0_shuffle(scales, formats.SCALE_PAD_BYTE), n, k)
+    runners = formats.weight_operands(codes, scales)
+    from_runner = layout.from_shuffled(*runners, n, k)
     assert torch.equal(from_runner.values, weight.values)
     assert torch.equal(from_runner.scales, weight.scales)
+    assert all(map(torch.equal, layout.to_shuffled(from_runner), runners))
 
 
 def test_k_padding_is_zero_codes_under_unit_scales():
