@@ -4,8 +4,8 @@ form (b_shuffle, b_scale_sh) or, on a device that takes the prepared path
 bytes whichever form is held, load_state_dict takes them into either form (in place), .to()
 converts between the forms, and above the prepared path's M the Hopper layout's forward is the
 op gemm on the portable form made for the call (at any M where the path has no limit). Either
-form: out_dtype, mxfp4_weight (the plain weight), hold_mxfp4 (one copy of the new weight), and
-the layer's other buffers saved and loaded as nn.Module does.
+form: out_dtype, torch.compile's tracing, mxfp4_weight (the plain weight), hold_mxfp4 (one
+copy of the new weight), and the layer's other buffers saved and loaded as nn.Module does.
 
 On the CPU a layer takes the prepared path where `prepared_path` says so (launchers.prepared's
 max_rows patched to a limit like sm_90's), the interpreter running the prepared kernel; on an
@@ -187,6 +187,22 @@ def test_the_hopper_layout_takes_the_prepared_op_to_its_limit_then_the_op_gemm(p
     layer.prepared_max_m = None
     layer(torch.zeros(1000, K, dtype=torch.bfloat16))
     assert calls[-1][:2] == ("gemm_prepared", 1000)
+
+
+@pytest.mark.interpreter
+def test_torch_compile_traces_the_hopper_layout_on_either_side_of_its_limit(prepared_path):
+    """The compiled layer gives the eager bytes at an M the prepared op serves and above it
+    (the portable form made in the graph), in bf16 and fp32."""
+    prepared_path.on = True
+    layer = MXFP4Linear.from_linear(_linear())
+    for out_dtype in (torch.bfloat16, torch.float32):
+        layer.out_dtype = out_dtype
+        compiled = torch.compile(lambda x: layer(x), backend="aot_eager", fullgraph=True,
+                                 dynamic=True)
+        for m in (3, LIMIT + 2):
+            x = torch.randn(m, K, dtype=torch.bfloat16)
+            y = compiled(x)
+            assert y.dtype == out_dtype and torch.equal(y, layer(x)), (out_dtype, m)
 
 
 @pytest.mark.interpreter
