@@ -188,8 +188,8 @@ def test_row_parallel_sums_the_fp32_partials_and_rounds_once(ranks):
 def test_where_the_device_takes_the_prepared_path_each_shard_holds_the_hopper_layout_alone(
         ranks):
     """The shards cut from a whole layer held in the Hopper layout, each held in it alone (its
-    values and scales, the shard's N by K padded to the layout's K_ALIGN), compute the portable shards' outputs within the
-    task's tolerance (the prepared kernel sums K in another order)."""
+    values and scales, the shard's N by K padded to the layout's K_ALIGN), compute the portable
+    shards' outputs within the task's tolerance (the prepared kernel sums K in another order)."""
     for rank, seen in enumerate(ranks):
         for name, whole, (n, k) in (("column", "column gathered", (32, 256)),
                                     ("row", "row", (32, 128))):
