@@ -202,11 +202,18 @@ def dequantize_mxfp4(codes: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     return values * factors.repeat_interleave(MX_BLOCK, dim=1)[:, :k]
 
 
+def weight_operands(codes: torch.Tensor, scales: torch.Tensor):
+    """Plain MXFP4 (codes uint8 [N, K/2], scales uint8 [N, K/32]) -> (B_shuffle uint8 [N, K/2],
+    B_scale_sh uint8 [pad(N,256), pad(K/32,8)]), the op's weight operands: shuffle_weight and
+    e8m0_shuffle, its padding SCALE_PAD_BYTE."""
+    return shuffle_weight(codes), e8m0_shuffle(scales, pad_value=SCALE_PAD_BYTE)
+
+
 def prepare_weight(weight: torch.Tensor):
     """bf16 weight [N, K] (an nn.Linear's, rows = outputs) -> (B_shuffle uint8 [N, K/2],
     B_scale_sh uint8 [pad(N,256), pad(K/32,8)]), the op's weight operands.
 
-    quantize_mxfp4, then shuffle_weight and e8m0_shuffle (padding SCALE_PAD_BYTE): bit for bit
+    quantize_mxfp4, then weight_operands (padding SCALE_PAD_BYTE): bit for bit
     reference.generate_input's B_shuffle and B_scale_sh (which are the same bytes viewed as
     float4_e2m1fn_x2 and float8_e8m0fnu where torch has them). N % 16 == 0, K % 64 == 0.
     """
@@ -217,5 +224,4 @@ def prepare_weight(weight: torch.Tensor):
     if n % WEIGHT_TILE_N or k % (2 * WEIGHT_TILE_BYTES):
         raise ValueError(f"prepare_weight: expected N % {WEIGHT_TILE_N} == 0 and K % "
                          f"{2 * WEIGHT_TILE_BYTES} == 0 (the (16, 16) shuffle), got N={n}, K={k}")
-    codes, scales = quantize_mxfp4(weight)
-    return shuffle_weight(codes), e8m0_shuffle(scales, pad_value=SCALE_PAD_BYTE)
+    return weight_operands(*quantize_mxfp4(weight))

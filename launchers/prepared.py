@@ -25,9 +25,10 @@ runs on CUDA (sm_90 and up: mul.rn.bf16x2) and in Triton's interpreter; on anoth
 refuses in one line (the layout is Hopper's: `unswizzle` gives the plain codes and scales back,
 and kernels.formats.shuffle_weight / e8m0_shuffle the op torch.ops.mxfp4_mm.gemm takes).
 
-MXFP4Linear takes this path on a device it serves (`serves`: CUDA sm_90 and up): its
-constructors, .to() and load_state_dict prepare the Hopper layout beside the portable buffers
-(b_shuffle, b_scale_sh) that state_dict saves (`layer_weight`).
+MXFP4Linear takes this path on a device it serves (`serves`: CUDA sm_90 and up): there it
+holds its weight in the Hopper layout alone, made by its constructors, .to() and
+load_state_dict, and state_dict saves the portable form (b_shuffle, b_scale_sh) made back from
+it (launchers.linear).
 
 A call is one launch below A_DEQUANTIZED_MIN_M rows (A quantized in registers by each
 program, kernels.quantize's recipe) and three from it on: kernels.quantize's quantize kernel
@@ -340,12 +341,6 @@ def max_rows(device) -> Optional[int]:
 def serves(device) -> bool:
     """Whether MXFP4Linear on `device` takes this path at all (max_rows)."""
     return max_rows(device) is not None
-
-
-def layer_weight(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor):
-    """MXFP4Linear's weight in the Hopper layout where its device takes this path (serves),
-    else None."""
-    return hopper_weight(b_shuffle, b_scale_sh) if serves(b_shuffle.device) else None
 
 
 def _checked_backend(device) -> tuple:

@@ -253,12 +253,13 @@ def load_quark(directory, device=None, dtype=torch.bfloat16, *, device_mesh=None
         raise QuarkFormatError(f"load_quark: the checkpoint has {unexpected[0]}, which the "
                                f"model {type(model).__name__} has no place for")
     # absent from the checkpoint: the MXFP4Linear buffers, and tied weights loaded under the
-    # name of the tensor they share
-    state = model.state_dict()
-    loaded = {state[key].data_ptr() for key in rest}
-    built = {f"{name}.{key}" for name, module in model.named_modules()
-             if isinstance(module, MXFP4Linear) for key in module.state_dict()}
-    absent = [key for key in missing if key not in built and state[key].data_ptr() not in loaded]
+    # name of the tensor they share (looked up as tensors: model.state_dict() would make every
+    # MXFP4Linear's portable form, a second copy of its weight where it holds the Hopper layout)
+    held = dict(model.named_parameters(remove_duplicate=False))
+    held.update(model.named_buffers(remove_duplicate=False))
+    loaded = {held[key].data_ptr() for key in rest}
+    absent = [key for key in missing if key.rpartition(".")[0] not in layers
+              and held[key].data_ptr() not in loaded]
     if absent:
         raise QuarkFormatError(f"load_quark: the checkpoint has no {absent[0]}")
     return model.eval()

@@ -17,7 +17,7 @@ and plan_styles, a transformers model's tp_plan as these styles.
 
 Each style cuts the rank's shard from the layer's plain MXFP4 weight (codes [N, K/2], E8M0
 scales [N, K/32]; kernels.formats) and the layer holds it on the mesh's device
-(MXFP4Linear.hold_mxfp4, which prepares the layout that device takes), in place:
+(MXFP4Linear.hold_mxfp4, in the one form that device takes), in place:
 parallelize_module keeps the module object it is given. The activations pass between ranks as
 torch's styles pass them (DTensor placements, redistributed by torch's collectives); the layer
 computes on the local tensors.
@@ -150,10 +150,9 @@ class _MXFP4Style(ParallelStyle):
                             f"first: parallelize_module keeps the module it is given)")
         n, k = module.out_features, module.in_features
         rows, code_columns, scale_columns = self.weight_slices(n, k, device_mesh)
-        codes = formats.unshuffle_weight(module.b_shuffle)[rows, code_columns]
-        scales = formats.e8m0_unshuffle(module.b_scale_sh, n, formats.cdiv(k, formats.MX_BLOCK))
-        return self.shard_layer(codes, scales[rows, scale_columns], module.bias, device_mesh,
-                                module)
+        codes, scales = module.mxfp4_weight()
+        return self.shard_layer(codes[rows, code_columns], scales[rows, scale_columns],
+                                module.bias, device_mesh, module)
 
     def __repr__(self) -> str:
         return (f"{self.name}(input_layouts={self.input_layouts}, "
@@ -187,7 +186,8 @@ class MXFP4ColwiseParallel(_MXFP4Style):
         if tuple(bias.shape) != (out_features * size,):
             raise ValueError(f"{self.name}: expected the whole layer's bias, of shape "
                              f"({out_features * size},), got {tuple(bias.shape)}")
-        return bias[rank * out_features:(rank + 1) * out_features], None
+        # a copy: the shard keeps no view of the whole bias alive
+        return bias[rank * out_features:(rank + 1) * out_features].clone(), None
 
     def _output_fn(self, module, inputs, output, *, device_mesh):
         output = DTensor.from_local(output, device_mesh, (Shard(output.dim() - 1),),

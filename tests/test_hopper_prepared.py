@@ -17,7 +17,7 @@ bit against formats over every code byte and the edge scale bytes, bf16's denorm
 (in the interpreter its stand-in, which builds the values as bits). Through the interpreter:
 the same tiles by the PTX in tests/test_hopper_gemm's CPU emulator of its instructions, and
 the op by that PTX on a weight whose scales take the wide conversion (the launch given
-WIDE_SCALES); the layer. The op refuses another backend in one line, and on sm_90 serves M up to
+WIDE_SCALES). The op refuses another backend in one line, and on sm_90 serves M up to
 the chip's record (Target.prepared_max_m), refusing one row more in one line. Cross-compiled for sm_90 with the runner's
 Triton: every served config of Llama-3-8B's decode shapes fits, every launch of its call
 without a stack, and its main loop costs under the bounds below (tools.sm90_loop).
@@ -63,10 +63,11 @@ def test_swizzle_and_unswizzle_are_inverses_on_every_byte(n, k):
     assert weight.scales.shape == (n // 16, kp // 64, 8, 2, 2)
     back_codes, back_scales = layout.unswizzle(weight)
     assert torch.equal(back_codes, codes) and torch.equal(back_scales, scales)
-    from_runner = layout.from_shuffled(formats.shuffle_weight(codes),
-                                       formats.e8m0_shuffle(scales, formats.SCALE_PAD_BYTE), n, k)
+    runners = formats.weight_operands(codes, scales)
+    from_runner = layout.from_shuffled(*runners, n, k)
     assert torch.equal(from_runner.values, weight.values)
     assert torch.equal(from_runner.scales, weight.scales)
+    assert all(map(torch.equal, layout.to_shuffled(from_runner), runners))
 
 
 def test_k_padding_is_zero_codes_under_unit_scales():
@@ -562,9 +563,8 @@ def test_the_bench_modes_variants_and_table():
 def test_the_layer_takes_the_prepared_path_on_cuda_devices_of_sm90_and_up(monkeypatch,
                                                                            device_type, target,
                                                                            rows):
-    """max_rows (up to which M MXFP4Linear takes the path), serves and layer_weight, the
-    device's target faked: only a CUDA device whose backend is CUDA and whose chip has a
-    prepared_max_m."""
+    """max_rows (up to which M MXFP4Linear takes the path) and serves, the device's target
+    faked: only a CUDA device whose backend is CUDA and whose chip has a prepared_max_m."""
     import mxfp4_mm.launchers as launchers
     asked = []
 
@@ -576,14 +576,6 @@ def test_the_layer_takes_the_prepared_path_on_cuda_devices_of_sm90_and_up(monkey
     assert prepared.max_rows(torch.device(device_type)) == rows
     assert asked == ([] if device_type == "cpu" else [torch.device(device_type)] * 2)
     assert prepared.serves(device_type) == (rows is not None)
-    codes, scales = random_mxfp4(64, 256, seed=8)
-    b_shuffle = formats.shuffle_weight(codes)
-    b_scale_sh = formats.e8m0_shuffle(scales, formats.SCALE_PAD_BYTE)
-    monkeypatch.setattr(prepared, "serves", lambda device: device == b_shuffle.device)
-    weight = prepared.layer_weight(b_shuffle, b_scale_sh)
-    assert torch.equal(weight.values, layout.swizzle(codes, scales).values)
-    monkeypatch.setattr(prepared, "serves", lambda device: False)
-    assert prepared.layer_weight(b_shuffle, b_scale_sh) is None
 
 
 def test_the_prepared_launchers_contract(a_once_at_any_size):
@@ -858,35 +850,3 @@ def test_the_proven_launcher_is_the_prepared_one_named_by_the_rung_that_proved_i
     assert isinstance(launcher, prepared.PreparedLauncher)
     assert launcher.rung == rung and launcher.config == prepared.prepared_config(m, n, k)
 
-
-@pytest.mark.interpreter
-def test_the_layer_takes_the_prepared_path_through_to_and_state_dict(monkeypatch):
-    """MXFP4Linear where its device takes the prepared path (the interpreter standing in for
-    sm_90): prepared by the constructor, .to() and load_state_dict, its state_dict only the
-    portable buffers, its output the reference's."""
-    from mxfp4_mm.launchers.linear import MXFP4Linear
-    monkeypatch.setattr(prepared, "max_rows", lambda device: 7)     # sm_90's prepared_max_m
-    torch.manual_seed(0)
-    linear = torch.nn.Linear(320, 48, bias=True).to(torch.bfloat16)
-    layer = MXFP4Linear.from_linear(linear)
-    assert layer.hopper_weight is not None
-    assert set(layer.state_dict()) == {"b_shuffle", "b_scale_sh", "bias"}
-    x = torch.randn(3, 2, 320, dtype=torch.bfloat16)
-    y = layer(x)
-    codes, scales = formats.quantize_mxfp4(linear.weight.detach())
-    expected = reference_output(x.reshape(6, 320), codes, scales).float() + linear.bias.detach()
-    ok, message = reference.compare(y.reshape(6, 48), expected.to(torch.bfloat16))
-    assert ok, message
-    moved = layer.to("cpu")
-    assert moved.hopper_weight is not None and torch.equal(moved(x), y)
-    other = MXFP4Linear.from_linear(torch.nn.Linear(320, 48).to(torch.bfloat16))
-    other.load_state_dict(layer.state_dict())
-    assert torch.equal(other.hopper_weight.values, layer.hopper_weight.values)
-    assert torch.equal(other(x), y)
-    monkeypatch.setattr(prepared, "max_rows", lambda device: None)
-    plain = MXFP4Linear.from_linear(linear)
-    assert plain.hopper_weight is None
-    ok, message = reference.compare(plain(x), y)
-    assert ok, message
-    rows = torch.randn(8, 320, dtype=torch.bfloat16)
-    assert torch.equal(layer(rows), plain(rows))     # above max_rows the op gemm

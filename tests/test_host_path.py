@@ -234,7 +234,7 @@ def test_the_cached_prepared_call_gives_the_first_calls_bytes(fresh_cache, monke
     data = reference.generate_input(*SMALL, seed=3, device="cpu")
     a, values, scales, k, wide_scales = _prepared_operands()
     layer = MXFP4Linear(data[3], data[4])
-    layer.hopper_weight = prepared.hopper_weight(data[3], data[4])
+    layer.use_hopper_layout(True)
     first = torch.ops.mxfp4_mm.gemm_prepared(a, values, scales, k, wide_scales)
     first_layer = layer(a[None])
     assert launchers.cached_launcher_count() == 1        # the op and the layer share it
@@ -327,7 +327,7 @@ def test_torch_compile_traces_the_prepared_op_and_layer_at_any_m(recorded_prepar
     a, values, scales, k, wide_scales = _prepared_operands()
     data = reference.generate_input(*SMALL, seed=3, device="cpu")
     layer = MXFP4Linear(data[3], data[4])
-    layer.hopper_weight = prepared.hopper_weight(data[3], data[4])
+    layer.use_hopper_layout(True)
     compiled = torch.compile(lambda x: layer(x) * 2, backend="aot_eager", fullgraph=True,
                              dynamic=True)
     x = torch.randn(m, 3, k, dtype=torch.bfloat16)

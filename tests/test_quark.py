@@ -15,7 +15,8 @@ import torch
 
 from mxfp4_mm import launchers  # noqa: F401  (registers the op)
 from mxfp4_mm.kernels import formats
-from mxfp4_mm.launchers import linear, quark
+from mxfp4_mm.kernels.layouts import hopper as hopper_layout
+from mxfp4_mm.launchers import linear, prepared, quark
 from mxfp4_mm.launchers.linear import MXFP4Linear
 from mxfp4_mm.launchers.quark import QuarkFormatError, load_quark
 from mxfp4_mm.launchers.proof import compare
@@ -247,6 +248,19 @@ def test_a_static_input_scale_is_refused_in_one_line(tmp_path):
     with pytest.raises(QuarkFormatError, match=rf"^{Q_PROJ}: the checkpoint has "
                                                rf"{Q_PROJ}.input_scale; [^\n]*$"):
         load_quark(_mutated(tmp_path, lambda quantization: None, checkpoint))
+
+
+@NEEDS_TRANSFORMERS
+def test_where_the_device_takes_the_prepared_path_load_quark_makes_no_second_copy(monkeypatch):
+    """Each MXFP4Linear holds the Hopper layout alone, and the loader never makes a layer's
+    portable form (what state_dict saves: a second copy of the weight) to check the keys."""
+    def second_copy(weight):
+        raise AssertionError("load_quark made a layer's portable form")
+    monkeypatch.setattr(prepared, "max_rows", lambda device: 7)     # as on sm_90
+    monkeypatch.setattr(hopper_layout, "to_shuffled", second_copy)
+    layers = [module for module in load_quark(FIXTURE).modules()
+              if isinstance(module, MXFP4Linear)]
+    assert layers and all(layer.holds_hopper_layout for layer in layers)
 
 
 def test_load_quark_takes_bf16_only():

@@ -2,13 +2,15 @@
 processes running the kernels in the interpreter): column-parallel outputs the unsharded
 layer's bit for bit, row-parallel ones the fp32 sum of their fp32 partials rounded once (within
 the task's per-element tolerance of the unsharded layer), an MLP of both, the Quark fixture
-loaded sharded, and splits the op or the attention cannot take refused in one line.
+loaded sharded, each shard held in the Hopper layout alone where the device takes the prepared
+path (faked for the CPU), and splits the op or the attention cannot take refused in one line.
 
 One spawn computes every case, on both ranks, and saves what each rank saw; the tests read it."""
 
 import importlib.util
 import os
 import socket
+from unittest import mock
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,8 @@ from safetensors.torch import load_file
 
 from mxfp4_mm import launchers  # noqa: F401  (registers the op)
 from mxfp4_mm.kernels import formats
+from mxfp4_mm.kernels.layouts import hopper as hopper_layout
+from mxfp4_mm.launchers import prepared
 from mxfp4_mm.launchers.linear import MXFP4Linear
 from mxfp4_mm.launchers.proof import compare, reference_output
 from mxfp4_mm.launchers.tensor_parallel import MXFP4ColwiseParallel, MXFP4RowwiseParallel
@@ -92,6 +96,20 @@ def _cases(mesh):
     seen["mlp whole"] = mlp(x)
     parallelize_module(mlp, mesh, {"0": MXFP4ColwiseParallel(), "1": MXFP4RowwiseParallel()})
     seen["mlp"] = mlp(x)
+    # the Hopper layout alone, where the device takes the prepared path (faked for the CPU,
+    # at any M): the whole layer read from that layout, each rank's shard held in it
+    with mock.patch.object(prepared, "max_rows", lambda device: 1 << 30):
+        for name, style, shape, x in (
+                ("column", MXFP4ColwiseParallel(output_layouts=Replicate()), (64, 256, 2),
+                 _input((2, 3, 256), 1)),
+                ("row", MXFP4RowwiseParallel(input_layouts=Replicate()), (32, 256, 4),
+                 _input((5, 256), 3))):
+            layer = _layer(*shape)
+            assert layer.holds_hopper_layout
+            parallelize_module(layer, mesh, style)
+            seen[f"{name} hopper"] = layer(x)
+            seen[f"{name} hopper buffers"] = {
+                key: buffer.untyped_storage().nbytes() for key, buffer in layer.named_buffers()}
     # refusals
     seen["refused column"] = _refusal(
         lambda: parallelize_module(_layer(48, 64, 8), mesh, MXFP4ColwiseParallel()))
@@ -165,6 +183,25 @@ def test_row_parallel_sums_the_fp32_partials_and_rounds_once(ranks):
                        zero["row whole"])[0]
     # an MLP, the row-parallel layer's input the column-parallel one's output left sharded
     assert compare(zero["mlp"], zero["mlp whole"]) == (True, "")
+
+
+def test_where_the_device_takes_the_prepared_path_each_shard_holds_the_hopper_layout_alone(
+        ranks):
+    """The shards cut from a whole layer held in the Hopper layout, each held in it alone (its
+    values and scales, the shard's N by K padded to the layout's K_ALIGN), compute the portable
+    shards' outputs within the task's tolerance (the prepared kernel sums K in another order)."""
+    for rank, seen in enumerate(ranks):
+        for name, whole, (n, k) in (("column", "column gathered", (32, 256)),
+                                    ("row", "row", (32, 128))):
+            buffers = seen[f"{name} hopper buffers"]
+            weight = {key: size for key, size in buffers.items() if "bias" not in key}
+            kp = hopper_layout.padded_k(k)
+            assert weight == {"hopper_values": n * kp // 2,
+                              "hopper_scales": n * kp // formats.MX_BLOCK}, (rank, name)
+            assert compare(seen[f"{name} hopper"], seen[whole]) == (True, ""), (rank, name)
+        assert set(seen["row hopper buffers"]) == {"hopper_values", "hopper_scales",
+                                                    "reduced_bias"}
+        assert seen["column hopper buffers"]["bias"] == 2 * 32      # its rows' alone
 
 
 def test_bad_splits_and_modules_are_refused_in_one_line(ranks):

@@ -623,7 +623,7 @@ def host_row(shape, calls, device, stubbed=False) -> dict:
     m, n, k = shape
     a, weight, b_shuffle, b_scale_sh = host_inputs(m, n, k, device)
     layer = MXFP4Linear(b_shuffle, b_scale_sh)
-    layer.hopper_weight = None      # on the op torch.ops.mxfp4_mm.gemm wherever it runs
+    layer.use_hopper_layout(False)      # on the op torch.ops.mxfp4_mm.gemm wherever it runs
     data = (a, None, None, b_shuffle, b_scale_sh)
     entries = {"op": lambda: torch.ops.mxfp4_mm.gemm(a, b_shuffle, b_scale_sh),
                "MXFP4Linear": lambda: layer(a), "custom_kernel": lambda: custom_kernel(data)}
@@ -631,7 +631,7 @@ def host_row(shape, calls, device, stubbed=False) -> dict:
     if served:
         hopper = prepared.hopper_weight(b_shuffle, b_scale_sh)
         prepared_layer = MXFP4Linear(b_shuffle, b_scale_sh)
-        prepared_layer.hopper_weight = hopper
+        prepared_layer.use_hopper_layout(True)
         entries["prepared"] = lambda: torch.ops.mxfp4_mm.gemm_prepared(
             a, hopper.values, hopper.scales, hopper.k, hopper.wide_scales)
         entries["MXFP4Linear prepared"] = lambda: prepared_layer(a)
@@ -736,10 +736,9 @@ def dequantized_linear(layer) -> torch.nn.Linear:
     """The bf16 nn.Linear of an MXFP4Linear: its dequantized weight and its bias, on its device."""
     from mxfp4_mm.kernels import formats
     n, k = layer.out_features, layer.in_features
-    codes = formats.unshuffle_weight(layer.b_shuffle)
-    scales = formats.e8m0_unshuffle(layer.b_scale_sh, n, formats.cdiv(k, formats.MX_BLOCK))
+    codes, scales = layer.mxfp4_weight()
     linear = torch.nn.Linear(k, n, bias=layer.bias is not None, dtype=torch.bfloat16,
-                             device=layer.b_shuffle.device)
+                             device=codes.device)
     with torch.no_grad():
         linear.weight.copy_(formats.dequantize_mxfp4(codes, scales))
         if layer.bias is not None:

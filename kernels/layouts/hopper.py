@@ -18,7 +18,9 @@ eight values, four bf16 pairs p = 2*kh + rh (kh: the +8 column half, rh: the +8 
   scales  uint8 [N/16, Kp/64, 8 (g), 2 (rh), 2 (group)]   the E8M0 byte of row 16w + 8rh + g
           and K group 2 * kc + group: one 4-byte load per lane, one 32-byte line per warp.
 K is padded with zero codes and 1.0 scales (byte 127), so padding adds nothing to a sum.
-`swizzle` and `unswizzle` are exact inverses (bit for bit, on every byte value).
+`swizzle` and `unswizzle` are exact inverses (bit for bit, on every byte value); so are
+`from_shuffled` and `to_shuffled` on the runner's aiter layouts, their scale padding
+formats.SCALE_PAD_BYTE.
 """
 
 from typing import NamedTuple
@@ -140,3 +142,9 @@ def from_shuffled(b_shuffle: torch.Tensor, b_scale_sh: torch.Tensor, n: int,
     codes = formats.unshuffle_weight(b_shuffle.view(torch.uint8))
     scales = formats.e8m0_unshuffle(b_scale_sh.view(torch.uint8), n, k // 32)
     return swizzle(codes, scales)
+
+
+def to_shuffled(weight: HopperWeight) -> tuple:
+    """HopperWeight -> (B_shuffle [N, K/2], B_scale_sh [pad(N,256), pad(K/32,8)]), from_shuffled's
+    inputs, the scale padding formats.SCALE_PAD_BYTE (formats.weight_operands)."""
+    return formats.weight_operands(*unswizzle(weight))
