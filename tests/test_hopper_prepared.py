@@ -17,9 +17,9 @@ bit against formats over every code byte and the edge scale bytes, bf16's denorm
 (in the interpreter its stand-in, which builds the values as bits). Through the interpreter:
 the same tiles by the PTX in tests/test_hopper_gemm's CPU emulator of its instructions, and
 the op by that PTX on a weight whose scales take the wide conversion (the launch given
-WIDE_SCALES). The op refuses another backend in one line, and on sm_90 serves M up to
-the chip's record (Target.prepared_max_m), refusing one row more in one line. Cross-compiled for sm_90 with the runner's
-Triton: every served config of Llama-3-8B's decode shapes fits, every launch of its call
+WIDE_SCALES). The op refuses another backend in one line, and serves M up to the chip's record
+(Target.prepared_max_m: any M on sm_90), refusing one row more in one line. Cross-compiled for
+sm_90 with the runner's Triton: every served config of Llama-3-8B's decode shapes fits, every launch of its call
 without a stack, and its main loop costs under the bounds below (tools.sm90_loop).
 """
 
@@ -447,13 +447,18 @@ def test_another_backend_is_refused_in_one_line(fresh_cache, monkeypatch, device
     assert "\n" not in str(error.value) and "unswizzle" in str(error.value)
 
 
-def test_on_sm90_the_op_serves_m_up_to_the_chips_prepared_max_m(fresh_cache, monkeypatch,
-                                                                 device):
-    """The reach the chip's record gives (Target.prepared_max_m), at its boundary, through the
-    op on a faked sm_90 with the launcher's build faked: M = prepared_max_m is served, one row
-    more refused in one line before anything is built."""
+def test_the_op_serves_m_up_to_the_chips_prepared_max_m(fresh_cache, monkeypatch, device):
+    """The reach a chip's record gives (Target.prepared_max_m), at its boundary, through the
+    op on a faked sm_90 whose record stops at M = 7, with the launcher's build faked: M = 7 is
+    served, one row more refused in one line before anything is built. sm_90's own record
+    serves any M."""
+    import dataclasses
+
     import mxfp4_mm.launchers as launchers
-    limit = SM90.prepared_max_m
+    from mxfp4_mm.launchers import targets
+    assert prepared.serves_rows("sm_90", 1 << 40)
+    limit = 7
+    monkeypatch.setitem(targets.TARGETS, "sm_90", dataclasses.replace(SM90, prepared_max_m=limit))
     monkeypatch.setattr(launchers, "current_target", lambda device: ("cuda", "sm_90"))
     built = []
 
