@@ -225,15 +225,15 @@ def compiled(monkeypatch):
 
 def test_the_prepared_row_compiles_its_rules_gemm_and_counts_its_loop(compiled):
     from mxfp4_mm.launchers.prepared import prepared_config, prepared_launch_specs
-    row = loop_module.loop_row("prepared", (8, 4096, 4096))
-    config = prepared_config(8, 4096, 4096)
-    gemm = prepared_launch_specs(config, "cuda", 8, 4096, 4096, (4096, 1), "meta")[-1]
+    row = loop_module.loop_row("prepared", (8, 28672, 4096))   # A once
+    config = prepared_config(8, 28672, 4096)
+    gemm = prepared_launch_specs(config, "cuda", 8, 28672, 4096, (4096, 1), "meta")[-1]
     assert compiled.kernels == [("hopper_prepared_gemm_kernel",
                                  [a for a in gemm.sample_args if not hasattr(a, "stride")],
                                  (4096, 1), gemm.options, 90)]
     assert compiled.read == [(b"the cubin", "-sass"), (b"the cubin", "resources")]
     assert (row["arch"], row["path"], row["shape"], row["triton"]) == (
-        "sm_90", "prepared", [8, 4096, 4096], triton.__version__)
+        "sm_90", "prepared", [8, 28672, 4096], triton.__version__)
     assert row["config"]["label"] == config.label and row["config"]["block_n"] == config.block_n
     assert row["launches"] == ["quantize", "dequantize_a", "gemm"]
     assert row["loop_sass_per_k_tile"] == 200
