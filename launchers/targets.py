@@ -80,8 +80,9 @@ SM90 = Target(
     hopper_max_m=64,
     # Every M: on an H100 (docs/results.md) the op and MXFP4Linear matched the reference at
     # M 1-16, 24, 32, 48, 64, 96, 128 and 256 on Llama-3-8B's weights and odd shapes
-    # (tests/test_prepared.py), and from M = 8 to 128 the rule's config or one of its
-    # neighbours was faster than custom_kernel's path on each of Llama-3-8B's weights.
+    # (tests/test_prepared.py, before the large tiles took M >= large_tiles_from_m, which have
+    # not run on a GPU), and from M = 8 to 128 the rule's config or one of its neighbours was
+    # faster than custom_kernel's path on each of Llama-3-8B's weights.
     prepared_max_m=ANY_M,
     # Where the dequant path starts (vendor_gemm_from_m): not a measured crossover of the fused
     # large tiles, which tools.bench --prepared and --vendor-gemm compare with it on a GPU.
