@@ -609,6 +609,39 @@ def test_a_profile_summary_ranks_a_few_steps_ops_by_device_then_host_time(monkey
     assert len(ops["device"]) == len(ops["host"]) == 12 and ops["host"][0] == "aten::mm"
 
 
+def test_a_profile_summary_ranks_the_device_table_by_device_time(monkeypatch):
+    """With a GPU's profiler (faked: three ops, each with its device and host time): the first
+    table has the heaviest op on the device first, the second the heaviest on the host; `rows`
+    ops a table."""
+    ops = {"aten::cos": (20.0, 1.0), "aten::sin": (1.0, 30.0), "aten::mm": (50.0, 5.0)}
+    columns = {"self_device_time_total": 0, "self_cpu_time_total": 1}
+
+    class Events:
+        def table(self, sort_by=None, row_limit=100):
+            names = list(ops) if sort_by is None else sorted(
+                ops, key=lambda name: -ops[name][columns[sort_by]])
+            return "\n".join(names[:row_limit])
+
+    class Profile:
+        def __init__(self, activities=None):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exception):
+            return False
+
+        def key_averages(self):
+            return Events()
+    monkeypatch.setattr(torch.profiler, "profile", Profile)
+    monkeypatch.setattr(bench.torch.cuda, "synchronize", lambda: None)
+    text = bench.profile_summary(lambda: None, rows=2)
+    steps = bench.PROFILED_STEPS
+    assert text == (f"{steps} steps, by device time:\naten::mm\naten::cos\n"
+                    f"{steps} steps, by host time:\naten::sin\naten::mm")
+
+
 def test_the_model_comes_from_its_name_or_its_export(monkeypatch):
     """load_model: a name of LLAMA_CONFIGS builds that Llama (mxfp4_llama), anything else is an
     export's folder (load_quark); either on the device asked for."""

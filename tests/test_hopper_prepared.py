@@ -351,13 +351,14 @@ def emulated_ptx(monkeypatch):
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("m", [3, prepared.A_DEQUANTIZED_MIN_M])
+@pytest.mark.parametrize("m, call", [(3, run_op), (prepared.A_DEQUANTIZED_MIN_M, run_op),
+                                     (3, prepared.gemm_prepared)])
 def test_the_op_gives_a_weight_with_wide_scales_the_wide_conversion(fresh_cache, emulated_ptx,
-                                                                    m):
-    """Through the op, with the PTX emulated (the interpreter's stand-in reads either
-    conversion's scales alike): a scale byte above FOLDED_SCALE_MAX_BYTE, whose folded
-    multiplier bf16 cannot hold, comes out as the reference reads it. A quantized by each
-    program, and once by its own launches."""
+                                                                    m, call):
+    """Through the op, and gemm_prepared on the HopperWeight, with the PTX emulated (the
+    interpreter's stand-in reads either conversion's scales alike): a scale byte above
+    FOLDED_SCALE_MAX_BYTE, whose folded multiplier bf16 cannot hold, comes out as the
+    reference reads it. A quantized by each program, and once by its own launches."""
     n, k = 64, 256
     a = reference.generate_input(m, n, k, seed=7, device="cpu")[0]
     codes, scales = random_mxfp4(n, k, seed=7, high=1)
@@ -365,7 +366,7 @@ def test_the_op_gives_a_weight_with_wide_scales_the_wide_conversion(fresh_cache,
     scales[1, 1] = layout.FOLDED_SCALE_MAX_BYTE + 3
     weight = prepared.hopper_weight_from_mxfp4(codes, scales)
     assert weight.wide_scales
-    ok, message = reference.compare(run_op(a, weight), reference_output(a, codes, scales))
+    ok, message = reference.compare(call(a, weight), reference_output(a, codes, scales))
     assert ok, message
 
 
