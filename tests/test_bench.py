@@ -222,6 +222,38 @@ def test_host_only_times_each_shape_on_the_gpu_or_stubbed_on_the_cpu(fake_gpu, m
                        "device: Fake GPU; 2 shape(s), 7 calls each\n")
 
 
+class FlushedOutput:
+    """A stdout that records what had been written at each flush."""
+
+    def __init__(self):
+        self.text, self.flushed = "", []
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        self.flushed.append(self.text)
+
+
+@pytest.mark.parametrize("stub", [True, False])
+def test_host_only_flushes_each_line_as_it_prints_it(fake_gpu, monkeypatch, stub):
+    """Its first line and each shape's progress line reach a pipe as they are printed (a log
+    read while the shapes are timed): a shape's line names each entry's µs, - where not timed,
+    the not-served mark where its path does not serve the M."""
+    import argparse
+    row = host_fake(1, {"F.linear": 1.0, "op": 2.5, "custom_kernel": 3.25},
+                    not_served=bench.PREPARED_ENTRIES)
+    monkeypatch.setattr(bench, "host_row", lambda shape, calls, device, stubbed=False: row)
+    output = FlushedOutput()
+    monkeypatch.setattr(sys, "stdout", output)
+    bench.run_host_only([(1, 64, 256)], argparse.Namespace(stub_launches=stub, host_calls=7))
+    first = ("--stub-launches on the CPU: 1 shape(s), 7 calls each\n" if stub else
+             "device: Fake GPU; 1 shape(s), 7 calls each\n")
+    progress = (f"1x64x256: F.linear 1.00, op 2.50, layer -, prep op {bench.NOT_SERVED}, "
+                f"prep lay {bench.NOT_SERVED}, ck 3.25, direct - µs\n")
+    assert output.flushed == [first, first + progress]
+
+
 @pytest.mark.parametrize("stub", [True, False])
 def test_host_only_prints_its_legend_table_and_targets_and_writes_the_device_and_rows(
         fake_gpu, monkeypatch, tmp_path, capsys, stub):
@@ -783,6 +815,16 @@ def test_the_host_table_gives_each_margin_as_the_entry_less_its_reference():
                                                                              "-")
     assert [cells[label] for label in HOST_MARGIN_LABELS] == ["5.50", "6.00", "1.00", "2.25",
                                                               "1.50"]
+
+
+def test_the_host_tables_header_names_each_entry_and_margin():
+    header = bench.format_host_table([host_fake(1, {})]).splitlines()[0]
+    assert header == ("    M     N     K  F.linear        op     layer   prep op  prep lay"
+                      "        ck    direct    op-lin layer-lin  prep-lin  plyr-lin     ck-op")
+
+
+def test_the_targets_line_says_where_no_target_was_timed():
+    assert bench.host_targets_text([host_fake(1, {"op": 2.0})]) == "targets: none timed here"
 
 
 def test_the_host_tables_median_is_each_entrys_over_the_rows():
