@@ -277,6 +277,21 @@ def test_host_only_prints_its_legend_table_and_targets_and_writes_the_device_and
     assert out.read_text().splitlines()[1] == f'  "device": "{device}",'
 
 
+def test_host_only_flushes_its_table_and_the_json_line_as_it_prints_them(fake_gpu, monkeypatch,
+                                                                         tmp_path):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(bench, "gpu_problem", lambda: None)
+    monkeypatch.setattr(bench, "run_host_only", lambda shapes, args: [{"m": 3}])
+    monkeypatch.setattr(bench, "format_host_table", lambda rows: "TABLE")
+    monkeypatch.setattr(bench, "host_targets_text", lambda rows: "TARGETS")
+    output = FlushedOutput()
+    monkeypatch.setattr(sys, "stdout", output)
+    out = tmp_path / "host.json"
+    assert bench.main(["--host-only", "--shapes", "64,256", "--m", "3", "--json", str(out)]) == 0
+    table = f"\n{bench.HOST_ONLY_LEGEND}\nTABLE\nTARGETS\n"
+    assert output.flushed == [table, f"{table}wrote {out}\n"]
+
+
 def test_host_only_without_a_usable_gpu_says_why_and_times_nothing(monkeypatch, capsys):
     monkeypatch.setattr(bench, "gpu_problem", lambda: "needs a GPU here")
     monkeypatch.setattr(bench, "run_host_only", lambda shapes, args: pytest.fail("timed"))
@@ -298,13 +313,18 @@ def timed_once(monkeypatch):
 
 
 @pytest.mark.interpreter
-def test_each_host_entry_times_the_call_it_names(timed_once):
+def test_each_host_entry_times_the_call_it_names(timed_once, monkeypatch):
     """Stubbed (the launches no-ops): the op, MXFP4Linear, the prepared op and its layer, and
     custom_kernel, each a bf16 [M, N] from its own entry point, in HOST_ONLY_COLUMNS' order,
     without synchronization; F.linear and the direct launch not timed."""
     m, n, k = 3, 64, 256
+    inputs = bench.host_inputs
+    devices = []
+    monkeypatch.setattr(bench, "host_inputs", lambda m, n, k, device: devices.append(device)
+                        or inputs(m, n, k, device))
     with bench.stubbed_launches():
         row = bench.host_row((m, n, k), 7, "cpu", stubbed=True)
+    assert devices == ["cpu"]       # its inputs made on the device it times
     timed = [key for key, _ in bench.HOST_ONLY_COLUMNS if row["host_us"][key] is not None]
     assert timed == ["op", "MXFP4Linear", "prepared", "MXFP4Linear prepared", "custom_kernel"]
     assert row["host_us"]["F.linear"] is None and row["host_us"]["direct"] is None
@@ -817,8 +837,9 @@ def test_the_host_table_gives_each_margin_as_the_entry_less_its_reference():
                                                               "1.50"]
 
 
-def test_the_host_tables_header_names_each_entry_and_margin():
-    header = bench.format_host_table([host_fake(1, {})]).splitlines()[0]
+def test_the_host_tables_header_names_each_entry_and_margin_and_its_last_line_the_median():
+    header, _, median = bench.format_host_table([host_fake(1, {})]).splitlines()
+    assert median.startswith("median            ")
     assert header == ("    M     N     K  F.linear        op     layer   prep op  prep lay"
                       "        ck    direct    op-lin layer-lin  prep-lin  plyr-lin     ck-op")
 
