@@ -359,6 +359,53 @@ def test_on_a_gpu_the_host_row_also_times_f_linear_and_the_direct_launch(timed_o
                and torch.equal(argument.reshape(-1), b_shuffle.reshape(-1)) for argument in direct)
 
 
+@pytest.mark.interpreter
+def test_each_host_entry_launches_its_own_path_on_the_devices_target(monkeypatch):
+    """Not stubbed, its launches the stubbed no-ops, each entry's launches recorded: the
+    prepared op and its layer launch the prepared GEMM on the layout's values (a 6-D tensor),
+    the op and the layer theirs on B_shuffle; the direct entry makes one launch, A first. The
+    target is the device's (asked of `device`, never of None, which a GPU refuses)."""
+    from mxfp4_mm import launchers
+    launched, per_entry, asked = [], [], []
+    monkeypatch.setattr(bench, "_no_launch", lambda *arguments: launched.append(arguments))
+
+    def host_time_us(fn, calls, synchronize):
+        start = len(launched)
+        fn()
+        per_entry.append(launched[start:])
+        return 1.0
+    monkeypatch.setattr(bench, "host_time_us", host_time_us)
+    current_target = launchers.current_target
+    monkeypatch.setattr(launchers, "current_target",
+                        lambda device: asked.append(device) or current_target(device))
+    m, n, k = 3, 64, 256
+    with bench.stubbed_launches():
+        row = bench.host_row((m, n, k), 7, "cpu")
+    timed = [key for key, _ in bench.HOST_ONLY_COLUMNS if row["host_us"][key] is not None]
+    entries = dict(zip(timed, per_entry))
+
+    def on_the_layout(launches):
+        return any(isinstance(argument, torch.Tensor) and argument.dim() == 6
+                   for arguments in launches for argument in arguments)
+    assert on_the_layout(entries["prepared"]) and on_the_layout(entries["MXFP4Linear prepared"])
+    assert entries["op"] and not on_the_layout(entries["op"])
+    assert entries["MXFP4Linear"] and not on_the_layout(entries["MXFP4Linear"])
+    a = bench.host_inputs(m, n, k, "cpu")[0]
+    assert len(entries["direct"]) == 1 and torch.equal(entries["direct"][0][0], a)
+    assert asked and None not in asked
+
+
+@pytest.mark.interpreter
+def test_a_launcher_without_a_direct_gemm_has_no_direct_entry(timed_once, monkeypatch):
+    """Where the problem's launcher is not the GEMM's (another path's: no .gemm), the direct
+    launch is not timed."""
+    from mxfp4_mm import launchers
+    monkeypatch.setattr(launchers, "launcher_for", lambda a, n: object())
+    with bench.stubbed_launches():
+        row = bench.host_row((3, 64, 256), 7, "cpu")
+    assert row["host_us"]["direct"] is None and row["host_us"]["F.linear"] is not None
+
+
 # ----------------------------------------------------------------------------- --model
 
 QUARK_EXPORT = Path(__file__).parent / "data" / "quark_tiny_llama"
