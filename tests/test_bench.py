@@ -195,6 +195,18 @@ def test_the_host_inputs_are_the_ops_operands_the_same_for_the_same_shape():
     assert b_shuffle.unique().numel() > 200 and a.std() > 0.5 and weight.std() > 0.5
 
 
+def test_host_inputs_are_made_on_the_device_asked(monkeypatch):
+    """On the device asked, not the default one (meta here), their generator too (a GPU's
+    tensors refuse a CPU generator)."""
+    devices = []
+    generator = torch.Generator
+    monkeypatch.setattr(torch, "Generator",
+                        lambda device=None: devices.append(device) or generator(device=device))
+    with torch.device("meta"):
+        tensors = bench.host_inputs(1, 64, 256, "cpu")
+    assert devices == ["cpu"] and [t.device.type for t in tensors] == ["cpu"] * 4
+
+
 @pytest.mark.parametrize("stub", [True, False])
 def test_host_only_times_each_shape_on_the_gpu_or_stubbed_on_the_cpu(fake_gpu, monkeypatch,
                                                                      capsys, stub):
@@ -582,6 +594,29 @@ def fake_gpu(monkeypatch):
     fake = FakeGPU()
     monkeypatch.setattr(bench, "torch", fake)
     return fake
+
+
+@pytest.mark.interpreter
+@NEEDS_TRANSFORMERS
+def test_the_model_mode_flushes_its_first_line_and_each_modes_line_as_it_prints_them(
+        fake_gpu, monkeypatch):
+    class Loop:
+        def __init__(self, clear_bytes):
+            pass
+
+        def time(self, fn, calls):
+            return [fn() and 10.0] * calls
+    monkeypatch.setattr(bench, "RunnerLoop", Loop)
+    monkeypatch.setattr(bench, "load_model", lambda source, device: TinyLM())
+    monkeypatch.setattr(bench, "gpu_problem", lambda: None)
+    output = FlushedOutput()
+    monkeypatch.setattr(sys, "stdout", output)
+    assert bench.main(["--model", "llama-3-8b", "--m", "1", "--modes", "eager",
+                       "--calls", "1"]) == 0
+    lines = output.text.splitlines(keepends=True)
+    assert lines[0].startswith("device: Fake GPU; llama-3-8b: ")
+    assert lines[1].startswith("eager M=1 (")
+    assert output.flushed[:2] == [lines[0], lines[0] + lines[1]]
 
 
 def test_a_captured_step_runs_eagerly_then_replays_the_graph_its_capture_made(fake_gpu):
