@@ -427,20 +427,30 @@ NEEDS_TRANSFORMERS = pytest.mark.skipif(
            "extra leaves out")
 
 
+MODEL_ALONE = "--model times a model: --shapes and --png do not go with it"
+MODEL_OPTIONS = "--modes and --profile go with --model"
+
+
 @pytest.mark.parametrize("argv, message", [
-    (["--model", str(QUARK_EXPORT), "--shapes", "tests"], "--shapes and --png do not go with it"),
-    (["--model", str(QUARK_EXPORT), "--png", "x.png"], "--shapes and --png do not go with it"),
-    (["--m", "1,8"], "--m goes with --model"),
-    (["--model", "tests"], "no config.json there"),
+    (["--model", str(QUARK_EXPORT), "--shapes", "tests"], MODEL_ALONE),
+    (["--model", str(QUARK_EXPORT), "--png", "x.png"], MODEL_ALONE),
+    (["--m", "1,8"], "--m goes with --model, --prepared or --host-only"),
+    (["--modes", "eager"], MODEL_OPTIONS),
+    (["--profile"], MODEL_OPTIONS),
+    (["--model", "tests"], "--model tests: no config.json there (expected an AMD Quark export's "
+                           "folder or one of llama-3-8b, llama-3-70b)"),
     (["--model", str(QUARK_EXPORT), "--m", "0"], "expected positive integers"),
 ])
 def test_model_arguments_are_checked_before_looking_for_a_gpu(capsys, argv, message):
+    """Each refusal in one line (argparse's within its usage text)."""
     try:
         code = bench.main(argv)
+        parsed = True
     except SystemExit as exit:      # argparse's own refusal
-        code = exit.code
+        code, parsed = exit.code, False
     assert code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err == f"tools.bench: {message}\n" if parsed else message in err
 
 
 HOST_ONLY_ALONE = "--host-only times the host path: --model, --vendor-gemm and --png do not go " \
