@@ -509,7 +509,9 @@ def test_a_named_llama_is_built_with_its_decoder_linears_in_mxfp4():
              if isinstance(module, (MXFP4Linear, torch.nn.Linear))}
     assert sum(kind is MXFP4Linear for kind in kinds.values()) == 2 * 7
     assert kinds["lm_head"] is torch.nn.Linear and model.lm_head.weight.dtype == torch.bfloat16
-    assert model.get_submodule("model.layers.1.mlp.down_proj").in_features == 128
+    down = model.get_submodule("model.layers.1.mlp.down_proj")     # in place, by its path
+    assert isinstance(down, MXFP4Linear) and down.in_features == 128
+    assert isinstance(model.get_submodule("model.layers.0.self_attn.q_proj"), MXFP4Linear)
 
 
 def test_the_named_llamas_have_the_layers_tools_isa_models():
