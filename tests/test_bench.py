@@ -631,6 +631,46 @@ def test_the_model_mode_flushes_its_first_line_and_each_modes_line_as_it_prints_
     assert output.flushed[:2] == [lines[0], lines[0] + lines[1]]
 
 
+def test_the_model_table_gives_each_row_its_ratio_target_errors_and_emulated_check():
+    """A target met (ok), missed (MISS) or none (blank); a failed mode's row in one line, the
+    rows after it still given; an emulated check out of tolerance by its message's first 80
+    characters."""
+    base = dict(mxfp4_us=21.0, bf16_us=20.0, ratio=1.05, rel_bf16=0.0123, rel_eager=0.0,
+                rel_emulated=0.00045, emulated_ok=True, emulated_check="within")
+    rows = [dict(base, mode="eager", m=1, target=1.05, met=True),
+            {"mode": "captured", "m": 1, "error": "X: y"},
+            dict(base, mode="captured", m=8, target=0.6, met=False),
+            dict(base, mode="compiled", m=8, target=None, met=None, emulated_ok=False,
+                 emulated_check="mismatch " + "z" * 100)]
+    assert bench.format_model_table(rows).splitlines() == [
+        "mode         M   mxfp4 µs    bf16 µs  ratio target  rel bf16 rel eager  rel emul "
+        "emulated check",
+        "eager        1       21.0       20.0   1.05   1.05 ok      0.0123    0.0000    0.0004 "
+        "within tolerance",
+        "captured     1 failed: X: y",
+        "captured     8       21.0       20.0   1.05   0.60 MISS    0.0123    0.0000    0.0004 "
+        "within tolerance",
+        "compiled     8       21.0       20.0   1.05      -         0.0123    0.0000    0.0004 "
+        "mismatch " + "z" * 71]
+
+
+def test_a_model_row_meets_a_target_it_equals_and_keeps_the_emulated_checks_message(
+        monkeypatch):
+    """Steps faked (fixed logits): 21 µs over 20 is eager's 1.05 exactly, met; the row holds
+    compare's verdict and message on the MXFP4 logits against the emulated model's."""
+    from mxfp4_mm.launchers.proof import compare
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    logits = torch.linspace(-1, 1, 32).reshape(1, 1, 32)
+    emulated = logits + 1.0
+    steps = {"mxfp4": lambda: logits, "bf16": lambda: logits * 2}
+    times = iter([21.0, 20.0])
+    row = bench.model_row("eager", 1, steps, lambda step: next(times),
+                          {"mxfp4": logits, "emulated": emulated})
+    assert (row["ratio"], row["target"], row["met"]) == (1.05, 1.05, True)
+    assert (row["emulated_ok"], row["emulated_check"]) == compare(logits.float(), emulated.float())
+    assert not row["emulated_ok"]
+
+
 def test_a_captured_step_runs_eagerly_then_replays_the_graph_its_capture_made(fake_gpu):
     steps = []
 
