@@ -499,6 +499,26 @@ def test_the_bf16_twin_holds_each_layers_dequantized_weight():
     assert bench.decode_step(twin, torch.tensor([[3], [5]])).shape == (2, 1, 256)
 
 
+def test_a_dequantized_linear_holds_the_layers_mxfp4_weight_and_bias_on_its_device():
+    """K = 64: two scale groups, which B_scale_sh pads to eight columns; made under another
+    default device (meta), still on the layer's."""
+    from mxfp4_mm.kernels import formats
+    from mxfp4_mm.launchers.linear import MXFP4Linear
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 32, dtype=torch.bfloat16)
+    layer = MXFP4Linear.from_linear(linear)
+    with torch.device("meta"):
+        twin = bench.dequantized_linear(layer)
+    assert twin.weight.device.type == twin.bias.device.type == "cpu"
+    assert torch.equal(twin.weight.float(),
+                       formats.dequantize_mxfp4(*formats.quantize_mxfp4(linear.weight.float())))
+    assert torch.equal(twin.bias, linear.bias)
+
+
+def test_relative_l2_is_the_norm_of_the_difference_over_the_wanted_norm():
+    assert bench.relative_l2(torch.tensor([0.0, 3.0]), torch.tensor([0.0, 2.0])) == 0.5
+
+
 @NEEDS_TRANSFORMERS
 def test_a_named_llama_is_built_with_its_decoder_linears_in_mxfp4():
     from mxfp4_mm.launchers.linear import MXFP4Linear
