@@ -500,8 +500,7 @@ def test_the_bf16_twin_holds_each_layers_dequantized_weight():
 
 
 def test_a_dequantized_linear_holds_the_layers_mxfp4_weight_and_bias_on_its_device():
-    """K = 64: two scale groups, which B_scale_sh pads to eight columns; made under another
-    default device (meta), still on the layer's."""
+    """Made under another default device (meta), still on the layer's."""
     from mxfp4_mm.kernels import formats
     from mxfp4_mm.launchers.linear import MXFP4Linear
     torch.manual_seed(0)
