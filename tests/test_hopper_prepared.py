@@ -388,6 +388,44 @@ def fresh_cache(monkeypatch):
     monkeypatch.setattr(launchers, "_checked_signatures", {})
 
 
+def test_the_ops_operands_are_checked_each_refusal_naming_what_was_expected_and_got():
+    """prepared_problem: A bf16 [M, K]; values and scales uint8, contiguous, in the Hopper
+    layout of an [N, K] weight; one device. (M, N, K) where they pass."""
+    codes, scales = random_mxfp4(64, 256, seed=3)
+    weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    a = torch.zeros(2, 256, dtype=torch.bfloat16)
+    values, swizzled = weight.values, weight.scales
+    assert prepared.prepared_problem(a, values, swizzled, 256) == (2, 64, 256)
+    layout_of = "(the Hopper layout of a weight of K=256)"
+    for operands, message in [
+        ((a.half(), values, swizzled), "expected A bf16 [M, 256], got torch.float16 (2, 256)"),
+        ((a[:, :128].contiguous(), values, swizzled),
+         "expected A bf16 [M, 256], got torch.bfloat16 (2, 128)"),
+        ((a[:, ::2], values, swizzled),
+         "expected A bf16 [M, 256], got torch.bfloat16 (2, 128) not contiguous"),
+        ((a, values.transpose(-1, -2), swizzled),
+         f"expected values contiguous uint8 (4, 4, 8, 4, 4, 4) {layout_of}, got torch.uint8 "
+         f"(4, 4, 8, 4, 4, 4) not contiguous"),
+        ((a, values, swizzled.view(torch.int8)),
+         f"expected scales contiguous uint8 (4, 4, 8, 2, 2) {layout_of}, got torch.int8 "
+         f"(4, 4, 8, 2, 2)"),
+        ((a.to("meta"), values, swizzled),
+         "expected one device for A, values and scales, got meta, cpu, cpu")]:
+        with pytest.raises(ValueError) as error:
+            prepared.prepared_problem(*operands, 256)
+        assert str(error.value) == f"mxfp4_mm.gemm_prepared: {message}"
+
+
+def test_the_backend_is_that_of_the_device_of_a(monkeypatch):
+    """_checked_backend asks for the target of A's device (a GPU's index picks the chip)."""
+    import mxfp4_mm.launchers as launchers
+    asked = []
+    monkeypatch.setattr(launchers, "current_target",
+                        lambda device: asked.append(device) or ("cuda", "sm_90"))
+    device = torch.device("cpu")
+    assert prepared._checked_backend(device) == ("cuda", "sm_90") and asked == [device]
+
+
 def test_an_nvidia_chip_before_sm90_is_refused_in_one_line(fresh_cache, monkeypatch, device):
     """CUDA, but a chip without wgmma (no prepared_max_m in its record)."""
     import mxfp4_mm.launchers as launchers
