@@ -414,13 +414,31 @@ def test_the_header_names_only_the_problems_leaderboard_and_gpu():
 
 
 def test_main_writes_the_bundle_where_o_says_making_its_folders(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(bundle_module, "build_bundle",
-                        lambda root, leaderboard, gpu: f"# {leaderboard} {gpu}\n")
+    roots = []
+    monkeypatch.setattr(bundle_module, "build_bundle", lambda root, leaderboard, gpu: roots.append(
+        root) or f"# {leaderboard} {gpu}\n")
     monkeypatch.setattr(bundle_module, "module_order", lambda root: ["kernels.formats", "submission"])
     out = tmp_path / "new" / "bundle.py"
     assert bundle_module.main(["-o", str(out)]) == 0
+    assert roots == [bundle_module.ROOT]        # the bundle of this tree
     assert out.read_text() == "# amd-mxfp4-mm MI355X\n"
     assert capsys.readouterr().out == f"wrote {out} (22 bytes) from kernels.formats, submission\n"
+
+
+def test_main_refuses_to_overwrite_a_file_of_the_project_before_building(monkeypatch, capsys):
+    monkeypatch.setattr(bundle_module, "build_bundle",
+                        lambda root, leaderboard, gpu: pytest.fail("built"))
+    monkeypatch.chdir(bundle_module.ROOT)
+    with pytest.raises(SystemExit) as exit:
+        bundle_module.main(["-o", "submission.py"])
+    assert exit.value.code == 2
+    assert "submission.py is a file of the repository" in capsys.readouterr().err
+
+
+def test_a_relative_import_in_the_bundle_is_refused():
+    with pytest.raises(BundleError) as error:
+        bundle_module.check_bundle("from . import x\n")
+    assert str(error.value) == "bundle line 1 (the header): imports "
 
 
 def test_main_reports_a_bundle_error_in_one_line_and_writes_nothing(monkeypatch, tmp_path,
