@@ -351,6 +351,23 @@ def test_a_relative_import_above_the_root_is_refused_naming_file_and_line(tmp_pa
         bundle_module.module_order(tmp_path)
 
 
+def test_a_module_imported_whole_is_bundled_and_what_uses_an_unbundled_name_left_out(tmp_path):
+    """`import mxfp4_mm.kernels.x as alias` bundles the module, its uses flattened; statements
+    that use a name imported from an unbundled module (by its own name or its alias) are left
+    out."""
+    write_tree(tmp_path, {
+        "submission.py": "import mxfp4_mm.kernels.fake_a as fa\n"
+                         "from mxfp4_mm.launchers.tuned_shapes import TUNED as T\n"
+                         "from mxfp4_mm.launchers.tuned_shapes import OTHER\n"
+                         "X = T\nY = OTHER\nZ = 1\n\n"
+                         "def custom_kernel(data):\n    return fa.f(data)\n",
+        "kernels/fake_a.py": "def f(x):\n    return x\n"})
+    text = build_bundle(tmp_path)
+    assert "def f(x):" in text and "return f(data)" in text and "Z = 1" in text
+    assert "mxfp4_mm" not in text.split("do not edit.")[1]
+    assert "X = T" not in text and "Y = OTHER" not in text
+
+
 @pytest.fixture
 def repository(tmp_path):
     """A git repository with submission.py and launchers/configs.py tracked, dist/ not."""
