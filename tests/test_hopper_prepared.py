@@ -426,6 +426,49 @@ def test_the_backend_is_that_of_the_device_of_a(monkeypatch):
     assert prepared._checked_backend(device) == ("cuda", "sm_90") and asked == [device]
 
 
+def test_a_signature_is_checked_once_and_each_device_builds_its_own_launcher_for_its_target(
+        fresh_cache, monkeypatch):
+    """The launcher built faked (recording what it was built for): a first call checks its
+    operands and builds the launcher of its device's target; a second call of the same
+    signature takes it from one lookup, unchecked; the same problem on another device (meta)
+    builds its own. A is refused in one line where it is no tensor."""
+    from mxfp4_mm import launchers
+    built, checked = [], []
+    monkeypatch.setattr(prepared, "proven_prepared_launcher", lambda *problem: built.append(
+        problem) or (lambda a, values, scales: torch.zeros(a.shape[0], 64)))
+    problem = prepared.prepared_problem
+    monkeypatch.setattr(prepared, "prepared_problem",
+                        lambda *operands: checked.append(1) or problem(*operands))
+    codes, scales = random_mxfp4(64, 256, seed=3)
+    weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    a = torch.zeros(2, 256, dtype=torch.bfloat16)
+    for _ in range(2):
+        prepared.gemm_prepared(a, weight)
+    backend, arch = launchers.current_target(a.device)
+    assert built == [(arch, backend, 2, 64, 256, (256, 1), a.device, weight.wide_scales)]
+    assert checked == [1]
+    meta = [t.to("meta") for t in (a, weight.values, weight.scales)]
+    prepared.prepared_gemm(*meta, 256, weight.wide_scales)
+    assert len(built) == 2 and built[1][6] == torch.device("meta")
+    with pytest.raises(TypeError) as error:
+        prepared.prepared_gemm([[0.0] * 256], weight.values, weight.scales, 256, False)
+    assert str(error.value) == "mxfp4_mm.gemm_prepared: expected A a torch.Tensor, got list"
+
+
+def test_a_first_call_inside_a_forbidding_capture_is_refused_naming_its_shape(fresh_cache,
+                                                                               monkeypatch):
+    from mxfp4_mm import launchers
+
+    def capturing(*problem):
+        raise RuntimeError(f"... {launchers.CAPTURE_IN_ERROR} ...")
+    monkeypatch.setattr(prepared, "proven_prepared_launcher", capturing)
+    codes, scales = random_mxfp4(64, 256, seed=3)
+    weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    with pytest.raises(RuntimeError, match=r"^mxfp4_mm.gemm_prepared: the first call of shape "
+                                           r"2x64x256 is inside a CUDA graph capture"):
+        prepared.gemm_prepared(torch.zeros(2, 256, dtype=torch.bfloat16), weight)
+
+
 def test_an_nvidia_chip_before_sm90_is_refused_in_one_line(fresh_cache, monkeypatch, device):
     """CUDA, but a chip without wgmma (no prepared_max_m in its record)."""
     import mxfp4_mm.launchers as launchers
