@@ -368,6 +368,28 @@ def test_a_module_imported_whole_is_bundled_and_what_uses_an_unbundled_name_left
     assert "X = T" not in text and "Y = OTHER" not in text
 
 
+def test_a_small_trees_bundle_imports_once_per_module_and_its_header_hashes_its_code(tmp_path):
+    """The names imported from one module on one line; the header's sha256 is the first 16
+    hex digits of the code below it."""
+    import hashlib
+    write_tree(tmp_path, {"submission.py": "from os import path\nfrom os import sep\n"
+                                           "def custom_kernel(data):\n    return path, sep\n"})
+    text = build_bundle(tmp_path)
+    header, code = text.split("; do not edit.\n")
+    assert "from os import path, sep\n" in code
+    assert header.endswith(f"(sources sha256 {hashlib.sha256(code.encode()).hexdigest()[:16]})")
+
+
+def test_a_name_defined_in_two_modules_is_refused_naming_both(tmp_path):
+    write_tree(tmp_path, {"submission.py": "from mxfp4_mm.kernels.fake_a import f\n\n"
+                                           "def f(x):\n    return x\n",
+                          "kernels/fake_a.py": "def f(x):\n    return x\n"})
+    with pytest.raises(BundleError) as error:
+        build_bundle(tmp_path)
+    assert str(error.value) == ("top-level name 'f' is defined in both kernels.fake_a and "
+                                "submission")
+
+
 @pytest.fixture
 def repository(tmp_path):
     """A git repository with submission.py and launchers/configs.py tracked, dist/ not."""
