@@ -406,6 +406,8 @@ def test_the_ops_operands_are_checked_each_refusal_naming_what_was_expected_and_
         ((a, values.transpose(-1, -2), swizzled),
          f"expected values contiguous uint8 (4, 4, 8, 4, 4, 4) {layout_of}, got torch.uint8 "
          f"(4, 4, 8, 4, 4, 4) not contiguous"),
+        ((a, torch.tensor(0, dtype=torch.uint8), swizzled),
+         f"expected values contiguous uint8 (0, 4, 8, 4, 4, 4) {layout_of}, got torch.uint8 ()"),
         ((a, values, swizzled.view(torch.int8)),
          f"expected scales contiguous uint8 (4, 4, 8, 2, 2) {layout_of}, got torch.int8 "
          f"(4, 4, 8, 2, 2)"),
