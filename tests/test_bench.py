@@ -196,6 +196,18 @@ def test_the_host_inputs_are_the_ops_operands_the_same_for_the_same_shape():
     assert b_shuffle.unique().numel() > 200 and a.std() > 0.5 and weight.std() > 0.5
 
 
+def test_host_inputs_are_made_on_the_device_asked(monkeypatch):
+    """On the device asked, not the default one (meta here), their generator too (a GPU's
+    tensors refuse a CPU generator)."""
+    devices = []
+    generator = torch.Generator
+    monkeypatch.setattr(torch, "Generator",
+                        lambda device=None: devices.append(device) or generator(device=device))
+    with torch.device("meta"):
+        tensors = bench.host_inputs(1, 64, 256, "cpu")
+    assert devices == ["cpu"] and [t.device.type for t in tensors] == ["cpu"] * 4
+
+
 @pytest.mark.parametrize("stub", [True, False])
 def test_host_only_times_each_shape_on_the_gpu_or_stubbed_on_the_cpu(fake_gpu, monkeypatch,
                                                                      capsys, stub):
@@ -223,6 +235,38 @@ def test_host_only_times_each_shape_on_the_gpu_or_stubbed_on_the_cpu(fake_gpu, m
                        "device: Fake GPU; 2 shape(s), 7 calls each\n")
 
 
+class FlushedOutput:
+    """A stdout that records what had been written at each flush."""
+
+    def __init__(self):
+        self.text, self.flushed = "", []
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        self.flushed.append(self.text)
+
+
+@pytest.mark.parametrize("stub", [True, False])
+def test_host_only_flushes_each_line_as_it_prints_it(fake_gpu, monkeypatch, stub):
+    """Its first line and each shape's progress line reach a pipe as they are printed (a log
+    read while the shapes are timed): a shape's line names each entry's µs, - where not timed,
+    the not-served mark where its path does not serve the M."""
+    import argparse
+    row = host_fake(1, {"F.linear": 1.0, "op": 2.5, "custom_kernel": 3.25},
+                    not_served=bench.PREPARED_ENTRIES)
+    monkeypatch.setattr(bench, "host_row", lambda shape, calls, device, stubbed=False: row)
+    output = FlushedOutput()
+    monkeypatch.setattr(sys, "stdout", output)
+    bench.run_host_only([(1, 64, 256)], argparse.Namespace(stub_launches=stub, host_calls=7))
+    first = ("--stub-launches on the CPU: 1 shape(s), 7 calls each\n" if stub else
+             "device: Fake GPU; 1 shape(s), 7 calls each\n")
+    progress = (f"1x64x256: F.linear 1.00, op 2.50, layer -, prep op {bench.NOT_SERVED}, "
+                f"prep lay {bench.NOT_SERVED}, ck 3.25, direct - µs\n")
+    assert output.flushed == [first, first + progress]
+
+
 @pytest.mark.parametrize("stub", [True, False])
 def test_host_only_prints_its_legend_table_and_targets_and_writes_the_device_and_rows(
         fake_gpu, monkeypatch, tmp_path, capsys, stub):
@@ -246,6 +290,21 @@ def test_host_only_prints_its_legend_table_and_targets_and_writes_the_device_and
     assert out.read_text().splitlines()[1] == f'  "device": "{device}",'
 
 
+def test_host_only_flushes_its_table_and_the_json_line_as_it_prints_them(fake_gpu, monkeypatch,
+                                                                         tmp_path):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(bench, "gpu_problem", lambda: None)
+    monkeypatch.setattr(bench, "run_host_only", lambda shapes, args: [{"m": 3}])
+    monkeypatch.setattr(bench, "format_host_table", lambda rows: "TABLE")
+    monkeypatch.setattr(bench, "host_targets_text", lambda rows: "TARGETS")
+    output = FlushedOutput()
+    monkeypatch.setattr(sys, "stdout", output)
+    out = tmp_path / "host.json"
+    assert bench.main(["--host-only", "--shapes", "64,256", "--m", "3", "--json", str(out)]) == 0
+    table = f"\n{bench.HOST_ONLY_LEGEND}\nTABLE\nTARGETS\n"
+    assert output.flushed == [table, f"{table}wrote {out}\n"]
+
+
 def test_host_only_without_a_usable_gpu_says_why_and_times_nothing(monkeypatch, capsys):
     monkeypatch.setattr(bench, "gpu_problem", lambda: "needs a GPU here")
     monkeypatch.setattr(bench, "run_host_only", lambda shapes, args: pytest.fail("timed"))
@@ -267,13 +326,18 @@ def timed_once(monkeypatch):
 
 
 @pytest.mark.interpreter
-def test_each_host_entry_times_the_call_it_names(timed_once):
+def test_each_host_entry_times_the_call_it_names(timed_once, monkeypatch):
     """Stubbed (the launches no-ops): the op, MXFP4Linear, the prepared op and its layer, and
     custom_kernel, each a bf16 [M, N] from its own entry point, in HOST_ONLY_COLUMNS' order,
     without synchronization; F.linear and the direct launch not timed."""
     m, n, k = 3, 64, 256
+    inputs = bench.host_inputs
+    devices = []
+    monkeypatch.setattr(bench, "host_inputs", lambda m, n, k, device: devices.append(device)
+                        or inputs(m, n, k, device))
     with bench.stubbed_launches():
         row = bench.host_row((m, n, k), 7, "cpu", stubbed=True)
+    assert devices == ["cpu"]       # its inputs made on the device it times
     timed = [key for key, _ in bench.HOST_ONLY_COLUMNS if row["host_us"][key] is not None]
     assert timed == ["op", "MXFP4Linear", "prepared", "MXFP4Linear prepared", "custom_kernel"]
     assert row["host_us"]["F.linear"] is None and row["host_us"]["direct"] is None
@@ -308,6 +372,53 @@ def test_on_a_gpu_the_host_row_also_times_f_linear_and_the_direct_launch(timed_o
                and torch.equal(argument.reshape(-1), b_shuffle.reshape(-1)) for argument in direct)
 
 
+@pytest.mark.interpreter
+def test_each_host_entry_launches_its_own_path_on_the_devices_target(monkeypatch):
+    """Not stubbed, its launches the stubbed no-ops, each entry's launches recorded: the
+    prepared op and its layer launch the prepared GEMM on the layout's values (a 6-D tensor),
+    the op and the layer theirs on B_shuffle; the direct entry makes one launch, A first. The
+    target is the device's (asked of `device`, never of None, which a GPU refuses)."""
+    from mxfp4_mm import launchers
+    launched, per_entry, asked = [], [], []
+    monkeypatch.setattr(bench, "_no_launch", lambda *arguments: launched.append(arguments))
+
+    def host_time_us(fn, calls, synchronize):
+        start = len(launched)
+        fn()
+        per_entry.append(launched[start:])
+        return 1.0
+    monkeypatch.setattr(bench, "host_time_us", host_time_us)
+    current_target = launchers.current_target
+    monkeypatch.setattr(launchers, "current_target",
+                        lambda device: asked.append(device) or current_target(device))
+    m, n, k = 3, 64, 256
+    with bench.stubbed_launches():
+        row = bench.host_row((m, n, k), 7, "cpu")
+    timed = [key for key, _ in bench.HOST_ONLY_COLUMNS if row["host_us"][key] is not None]
+    entries = dict(zip(timed, per_entry))
+
+    def on_the_layout(launches):
+        return any(isinstance(argument, torch.Tensor) and argument.dim() == 6
+                   for arguments in launches for argument in arguments)
+    assert on_the_layout(entries["prepared"]) and on_the_layout(entries["MXFP4Linear prepared"])
+    assert entries["op"] and not on_the_layout(entries["op"])
+    assert entries["MXFP4Linear"] and not on_the_layout(entries["MXFP4Linear"])
+    a = bench.host_inputs(m, n, k, "cpu")[0]
+    assert len(entries["direct"]) == 1 and torch.equal(entries["direct"][0][0], a)
+    assert asked and None not in asked
+
+
+@pytest.mark.interpreter
+def test_a_launcher_without_a_direct_gemm_has_no_direct_entry(timed_once, monkeypatch):
+    """Where the problem's launcher is not the GEMM's (another path's: no .gemm), the direct
+    launch is not timed."""
+    from mxfp4_mm import launchers
+    monkeypatch.setattr(launchers, "launcher_for", lambda a, n: object())
+    with bench.stubbed_launches():
+        row = bench.host_row((3, 64, 256), 7, "cpu")
+    assert row["host_us"]["direct"] is None and row["host_us"]["F.linear"] is not None
+
+
 # ----------------------------------------------------------------------------- --model
 
 QUARK_EXPORT = Path(__file__).parent / "data" / "quark_tiny_llama"
@@ -317,20 +428,30 @@ NEEDS_TRANSFORMERS = pytest.mark.skipif(
            "extra leaves out")
 
 
+MODEL_ALONE = "--model times a model: --shapes and --png do not go with it"
+MODEL_OPTIONS = "--modes and --profile go with --model"
+
+
 @pytest.mark.parametrize("argv, message", [
-    (["--model", str(QUARK_EXPORT), "--shapes", "tests"], "--shapes and --png do not go with it"),
-    (["--model", str(QUARK_EXPORT), "--png", "x.png"], "--shapes and --png do not go with it"),
-    (["--m", "1,8"], "--m goes with --model"),
-    (["--model", "tests"], "no config.json there"),
+    (["--model", str(QUARK_EXPORT), "--shapes", "tests"], MODEL_ALONE),
+    (["--model", str(QUARK_EXPORT), "--png", "x.png"], MODEL_ALONE),
+    (["--m", "1,8"], "--m goes with --model, --prepared or --host-only"),
+    (["--modes", "eager"], MODEL_OPTIONS),
+    (["--profile"], MODEL_OPTIONS),
+    (["--model", "tests"], "--model tests: no config.json there (expected an AMD Quark export's "
+                           "folder or one of llama-3-8b, llama-3-70b)"),
     (["--model", str(QUARK_EXPORT), "--m", "0"], "expected positive integers"),
 ])
 def test_model_arguments_are_checked_before_looking_for_a_gpu(capsys, argv, message):
+    """Each refusal in one line (argparse's within its usage text)."""
     try:
         code = bench.main(argv)
+        parsed = True
     except SystemExit as exit:      # argparse's own refusal
-        code = exit.code
+        code, parsed = exit.code, False
     assert code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err == f"tools.bench: {message}\n" if parsed else message in err
 
 
 HOST_ONLY_ALONE = "--host-only times the host path: --model, --vendor-gemm and --png do not go " \
@@ -379,6 +500,25 @@ def test_the_bf16_twin_holds_each_layers_dequantized_weight():
     assert bench.decode_step(twin, torch.tensor([[3], [5]])).shape == (2, 1, 256)
 
 
+def test_a_dequantized_linear_holds_the_layers_mxfp4_weight_and_bias_on_its_device():
+    """Made under another default device (meta), still on the layer's."""
+    from mxfp4_mm.kernels import formats
+    from mxfp4_mm.launchers.linear import MXFP4Linear
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(64, 32, dtype=torch.bfloat16)
+    layer = MXFP4Linear.from_linear(linear)
+    with torch.device("meta"):
+        twin = bench.dequantized_linear(layer)
+    assert twin.weight.device.type == twin.bias.device.type == "cpu"
+    assert torch.equal(twin.weight.float(),
+                       formats.dequantize_mxfp4(*formats.quantize_mxfp4(linear.weight.float())))
+    assert torch.equal(twin.bias, linear.bias)
+
+
+def test_relative_l2_is_the_norm_of_the_difference_over_the_wanted_norm():
+    assert bench.relative_l2(torch.tensor([0.0, 3.0]), torch.tensor([0.0, 2.0])) == 0.5
+
+
 @NEEDS_TRANSFORMERS
 def test_a_named_llama_is_built_with_its_decoder_linears_in_mxfp4():
     from mxfp4_mm.launchers.linear import MXFP4Linear
@@ -389,7 +529,9 @@ def test_a_named_llama_is_built_with_its_decoder_linears_in_mxfp4():
              if isinstance(module, (MXFP4Linear, torch.nn.Linear))}
     assert sum(kind is MXFP4Linear for kind in kinds.values()) == 2 * 7
     assert kinds["lm_head"] is torch.nn.Linear and model.lm_head.weight.dtype == torch.bfloat16
-    assert model.get_submodule("model.layers.1.mlp.down_proj").in_features == 128
+    down = model.get_submodule("model.layers.1.mlp.down_proj")     # in place, by its path
+    assert isinstance(down, MXFP4Linear) and down.in_features == 128
+    assert isinstance(model.get_submodule("model.layers.0.self_attn.q_proj"), MXFP4Linear)
 
 
 def test_the_named_llamas_have_the_layers_tools_isa_models():
@@ -484,6 +626,69 @@ def fake_gpu(monkeypatch):
     fake = FakeGPU()
     monkeypatch.setattr(bench, "torch", fake)
     return fake
+
+
+@pytest.mark.interpreter
+@NEEDS_TRANSFORMERS
+def test_the_model_mode_flushes_its_first_line_and_each_modes_line_as_it_prints_them(
+        fake_gpu, monkeypatch):
+    class Loop:
+        def __init__(self, clear_bytes):
+            pass
+
+        def time(self, fn, calls):
+            return [fn() and 10.0] * calls
+    monkeypatch.setattr(bench, "RunnerLoop", Loop)
+    monkeypatch.setattr(bench, "load_model", lambda source, device: TinyLM())
+    monkeypatch.setattr(bench, "gpu_problem", lambda: None)
+    output = FlushedOutput()
+    monkeypatch.setattr(sys, "stdout", output)
+    assert bench.main(["--model", "llama-3-8b", "--m", "1", "--modes", "eager",
+                       "--calls", "1"]) == 0
+    lines = output.text.splitlines(keepends=True)
+    assert lines[0].startswith("device: Fake GPU; llama-3-8b: ")
+    assert lines[1].startswith("eager M=1 (")
+    assert output.flushed[:2] == [lines[0], lines[0] + lines[1]]
+
+
+def test_the_model_table_gives_each_row_its_ratio_target_errors_and_emulated_check():
+    """A target met (ok), missed (MISS) or none (blank); a failed mode's row in one line, the
+    rows after it still given; an emulated check out of tolerance by its message's first 80
+    characters."""
+    base = dict(mxfp4_us=21.0, bf16_us=20.0, ratio=1.05, rel_bf16=0.0123, rel_eager=0.0,
+                rel_emulated=0.00045, emulated_ok=True, emulated_check="within")
+    rows = [dict(base, mode="eager", m=1, target=1.05, met=True),
+            {"mode": "captured", "m": 1, "error": "X: y"},
+            dict(base, mode="captured", m=8, target=0.6, met=False),
+            dict(base, mode="compiled", m=8, target=None, met=None, emulated_ok=False,
+                 emulated_check="mismatch " + "z" * 100)]
+    assert bench.format_model_table(rows).splitlines() == [
+        "mode         M   mxfp4 µs    bf16 µs  ratio target  rel bf16 rel eager  rel emul "
+        "emulated check",
+        "eager        1       21.0       20.0   1.05   1.05 ok      0.0123    0.0000    0.0004 "
+        "within tolerance",
+        "captured     1 failed: X: y",
+        "captured     8       21.0       20.0   1.05   0.60 MISS    0.0123    0.0000    0.0004 "
+        "within tolerance",
+        "compiled     8       21.0       20.0   1.05      -         0.0123    0.0000    0.0004 "
+        "mismatch " + "z" * 71]
+
+
+def test_a_model_row_meets_a_target_it_equals_and_keeps_the_emulated_checks_message(
+        monkeypatch):
+    """Steps faked (fixed logits): 21 µs over 20 is eager's 1.05 exactly, met; the row holds
+    compare's verdict and message on the MXFP4 logits against the emulated model's."""
+    from mxfp4_mm.launchers.proof import compare
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    logits = torch.linspace(-1, 1, 32).reshape(1, 1, 32)
+    emulated = logits + 1.0
+    steps = {"mxfp4": lambda: logits, "bf16": lambda: logits * 2}
+    times = iter([21.0, 20.0])
+    row = bench.model_row("eager", 1, steps, lambda step: next(times),
+                          {"mxfp4": logits, "emulated": emulated})
+    assert (row["ratio"], row["target"], row["met"]) == (1.05, 1.05, True)
+    assert (row["emulated_ok"], row["emulated_check"]) == compare(logits.float(), emulated.float())
+    assert not row["emulated_ok"]
 
 
 def test_a_captured_step_runs_eagerly_then_replays_the_graph_its_capture_made(fake_gpu):
@@ -608,6 +813,39 @@ def test_a_profile_summary_ranks_a_few_steps_ops_by_device_then_host_time(monkey
                   if line.lstrip().startswith("aten::")] for name, table in (("device", device),
                                                                                ("host", host))}
     assert len(ops["device"]) == len(ops["host"]) == 12 and ops["host"][0] == "aten::mm"
+
+
+def test_a_profile_summary_ranks_the_device_table_by_device_time(monkeypatch):
+    """With a GPU's profiler (faked: three ops, each with its device and host time): the first
+    table has the heaviest op on the device first, the second the heaviest on the host; `rows`
+    ops a table."""
+    ops = {"aten::cos": (20.0, 1.0), "aten::sin": (1.0, 30.0), "aten::mm": (50.0, 5.0)}
+    columns = {"self_device_time_total": 0, "self_cpu_time_total": 1}
+
+    class Events:
+        def table(self, sort_by=None, row_limit=100):
+            names = list(ops) if sort_by is None else sorted(
+                ops, key=lambda name: -ops[name][columns[sort_by]])
+            return "\n".join(names[:row_limit])
+
+    class Profile:
+        def __init__(self, activities=None):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exception):
+            return False
+
+        def key_averages(self):
+            return Events()
+    monkeypatch.setattr(torch.profiler, "profile", Profile)
+    monkeypatch.setattr(bench.torch.cuda, "synchronize", lambda: None)
+    text = bench.profile_summary(lambda: None, rows=2)
+    steps = bench.PROFILED_STEPS
+    assert text == (f"{steps} steps, by device time:\naten::mm\naten::cos\n"
+                    f"{steps} steps, by host time:\naten::sin\naten::mm")
 
 
 def test_the_model_comes_from_its_name_or_its_export(monkeypatch):
@@ -763,6 +1001,17 @@ def test_the_host_table_gives_each_margin_as_the_entry_less_its_reference():
                                                                              "-")
     assert [cells[label] for label in HOST_MARGIN_LABELS] == ["5.50", "6.00", "1.00", "2.25",
                                                               "1.50"]
+
+
+def test_the_host_tables_header_names_each_entry_and_margin_and_its_last_line_the_median():
+    header, _, median = bench.format_host_table([host_fake(1, {})]).splitlines()
+    assert median.startswith("median            ")
+    assert header == ("    M     N     K  F.linear        op     layer   prep op  prep lay"
+                      "        ck    direct    op-lin layer-lin  prep-lin  plyr-lin     ck-op")
+
+
+def test_the_targets_line_says_where_no_target_was_timed():
+    assert bench.host_targets_text([host_fake(1, {"op": 2.0})]) == "targets: none timed here"
 
 
 def test_the_host_tables_median_is_each_entrys_over_the_rows():

@@ -351,6 +351,45 @@ def test_a_relative_import_above_the_root_is_refused_naming_file_and_line(tmp_pa
         bundle_module.module_order(tmp_path)
 
 
+def test_a_module_imported_whole_is_bundled_and_what_uses_an_unbundled_name_left_out(tmp_path):
+    """`import mxfp4_mm.kernels.x as alias` bundles the module, its uses flattened; statements
+    that use a name imported from an unbundled module (by its own name or its alias) are left
+    out."""
+    write_tree(tmp_path, {
+        "submission.py": "import mxfp4_mm.kernels.fake_a as fa\n"
+                         "from mxfp4_mm.launchers.tuned_shapes import TUNED as T\n"
+                         "from mxfp4_mm.launchers.tuned_shapes import OTHER\n"
+                         "X = T\nY = OTHER\nZ = 1\n\n"
+                         "def custom_kernel(data):\n    return fa.f(data)\n",
+        "kernels/fake_a.py": "def f(x):\n    return x\n"})
+    text = build_bundle(tmp_path)
+    assert "def f(x):" in text and "return f(data)" in text and "Z = 1" in text
+    assert "mxfp4_mm" not in text.split("do not edit.")[1]
+    assert "X = T" not in text and "Y = OTHER" not in text
+
+
+def test_a_small_trees_bundle_imports_once_per_module_and_its_header_hashes_its_code(tmp_path):
+    """The names imported from one module on one line; the header's sha256 is the first 16
+    hex digits of the code below it."""
+    import hashlib
+    write_tree(tmp_path, {"submission.py": "from os import path\nfrom os import sep\n"
+                                           "def custom_kernel(data):\n    return path, sep\n"})
+    text = build_bundle(tmp_path)
+    header, code = text.split("; do not edit.\n")
+    assert "from os import path, sep\n" in code
+    assert header.endswith(f"(sources sha256 {hashlib.sha256(code.encode()).hexdigest()[:16]})")
+
+
+def test_a_name_defined_in_two_modules_is_refused_naming_both(tmp_path):
+    write_tree(tmp_path, {"submission.py": "from mxfp4_mm.kernels.fake_a import f\n\n"
+                                           "def f(x):\n    return x\n",
+                          "kernels/fake_a.py": "def f(x):\n    return x\n"})
+    with pytest.raises(BundleError) as error:
+        build_bundle(tmp_path)
+    assert str(error.value) == ("top-level name 'f' is defined in both kernels.fake_a and "
+                                "submission")
+
+
 @pytest.fixture
 def repository(tmp_path):
     """A git repository with submission.py and launchers/configs.py tracked, dist/ not."""
@@ -414,13 +453,31 @@ def test_the_header_names_only_the_problems_leaderboard_and_gpu():
 
 
 def test_main_writes_the_bundle_where_o_says_making_its_folders(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(bundle_module, "build_bundle",
-                        lambda root, leaderboard, gpu: f"# {leaderboard} {gpu}\n")
+    roots = []
+    monkeypatch.setattr(bundle_module, "build_bundle", lambda root, leaderboard, gpu: roots.append(
+        root) or f"# {leaderboard} {gpu}\n")
     monkeypatch.setattr(bundle_module, "module_order", lambda root: ["kernels.formats", "submission"])
     out = tmp_path / "new" / "bundle.py"
     assert bundle_module.main(["-o", str(out)]) == 0
+    assert roots == [bundle_module.ROOT]        # the bundle of this tree
     assert out.read_text() == "# amd-mxfp4-mm MI355X\n"
     assert capsys.readouterr().out == f"wrote {out} (22 bytes) from kernels.formats, submission\n"
+
+
+def test_main_refuses_to_overwrite_a_file_of_the_project_before_building(monkeypatch, capsys):
+    monkeypatch.setattr(bundle_module, "build_bundle",
+                        lambda root, leaderboard, gpu: pytest.fail("built"))
+    monkeypatch.chdir(bundle_module.ROOT)
+    with pytest.raises(SystemExit) as exit:
+        bundle_module.main(["-o", "submission.py"])
+    assert exit.value.code == 2
+    assert "submission.py is a file of the repository" in capsys.readouterr().err
+
+
+def test_a_relative_import_in_the_bundle_is_refused():
+    with pytest.raises(BundleError) as error:
+        bundle_module.check_bundle("from . import x\n")
+    assert str(error.value) == "bundle line 1 (the header): imports "
 
 
 def test_main_reports_a_bundle_error_in_one_line_and_writes_nothing(monkeypatch, tmp_path,

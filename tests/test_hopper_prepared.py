@@ -380,13 +380,15 @@ def emulated_ptx(monkeypatch):
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("m", [3, prepared.A_DEQUANTIZED_MIN_M])
+@pytest.mark.parametrize("m, call", [(3, run_op), (prepared.A_DEQUANTIZED_MIN_M, run_op),
+                                     (3, prepared.gemm_prepared)])
 def test_the_op_gives_a_weight_with_wide_scales_the_wide_conversion(fresh_cache, emulated_ptx,
-                                                                    a_once_at_any_size, m):
-    """Through the op, with the PTX emulated (the interpreter's stand-in reads either
-    conversion's scales alike): a scale byte above FOLDED_SCALE_MAX_BYTE, whose folded
-    multiplier bf16 cannot hold, comes out as the reference reads it. A quantized by each
-    program, and once by its own launches."""
+                                                                    a_once_at_any_size, m,
+                                                                    call):
+    """Through the op, and gemm_prepared on the HopperWeight, with the PTX emulated (the
+    interpreter's stand-in reads either conversion's scales alike): a scale byte above
+    FOLDED_SCALE_MAX_BYTE, whose folded multiplier bf16 cannot hold, comes out as the
+    reference reads it. A quantized by each program, and once by its own launches."""
     n, k = 64, 256
     a = reference.generate_input(m, n, k, seed=7, device="cpu")[0]
     codes, scales = random_mxfp4(n, k, seed=7, high=1)
@@ -394,7 +396,7 @@ def test_the_op_gives_a_weight_with_wide_scales_the_wide_conversion(fresh_cache,
     scales[1, 1] = layout.FOLDED_SCALE_MAX_BYTE + 3
     weight = prepared.hopper_weight_from_mxfp4(codes, scales)
     assert weight.wide_scales
-    ok, message = reference.compare(run_op(a, weight), reference_output(a, codes, scales))
+    ok, message = reference.compare(call(a, weight), reference_output(a, codes, scales))
     assert ok, message
 
 
@@ -414,6 +416,89 @@ def fresh_cache(monkeypatch):
     import mxfp4_mm.launchers as launchers
     monkeypatch.setattr(launchers, "_launchers", OrderedDict())
     monkeypatch.setattr(launchers, "_checked_signatures", {})
+
+
+def test_the_ops_operands_are_checked_each_refusal_naming_what_was_expected_and_got():
+    """prepared_problem: A bf16 [M, K]; values and scales uint8, contiguous, in the Hopper
+    layout of an [N, K] weight; one device. (M, N, K) where they pass."""
+    codes, scales = random_mxfp4(64, 256, seed=3)
+    weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    a = torch.zeros(2, 256, dtype=torch.bfloat16)
+    values, swizzled = weight.values, weight.scales
+    assert prepared.prepared_problem(a, values, swizzled, 256) == (2, 64, 256)
+    layout_of = "(the Hopper layout of a weight of K=256)"
+    for operands, message in [
+        ((a.half(), values, swizzled), "expected A bf16 [M, 256], got torch.float16 (2, 256)"),
+        ((a[:, :128].contiguous(), values, swizzled),
+         "expected A bf16 [M, 256], got torch.bfloat16 (2, 128)"),
+        ((a[:, ::2], values, swizzled),
+         "expected A bf16 [M, 256], got torch.bfloat16 (2, 128) not contiguous"),
+        ((a, values.transpose(-1, -2), swizzled),
+         f"expected values contiguous uint8 (4, 4, 8, 4, 4, 4) {layout_of}, got torch.uint8 "
+         f"(4, 4, 8, 4, 4, 4) not contiguous"),
+        ((a, torch.tensor(0, dtype=torch.uint8), swizzled),
+         f"expected values contiguous uint8 (0, 4, 8, 4, 4, 4) {layout_of}, got torch.uint8 ()"),
+        ((a, values, swizzled.view(torch.int8)),
+         f"expected scales contiguous uint8 (4, 4, 8, 2, 2) {layout_of}, got torch.int8 "
+         f"(4, 4, 8, 2, 2)"),
+        ((a.to("meta"), values, swizzled),
+         "expected one device for A, values and scales, got meta, cpu, cpu")]:
+        with pytest.raises(ValueError) as error:
+            prepared.prepared_problem(*operands, 256)
+        assert str(error.value) == f"mxfp4_mm.gemm_prepared: {message}"
+
+
+def test_the_backend_is_that_of_the_device_of_a(monkeypatch):
+    """_checked_backend asks for the target of A's device (a GPU's index picks the chip)."""
+    import mxfp4_mm.launchers as launchers
+    asked = []
+    monkeypatch.setattr(launchers, "current_target",
+                        lambda device: asked.append(device) or ("cuda", "sm_90"))
+    device = torch.device("cpu")
+    assert prepared._checked_backend(device) == ("cuda", "sm_90") and asked == [device]
+
+
+def test_a_signature_is_checked_once_and_each_device_builds_its_own_launcher_for_its_target(
+        fresh_cache, monkeypatch):
+    """The launcher built faked (recording what it was built for): a first call checks its
+    operands and builds the launcher of its device's target; a second call of the same
+    signature takes it from one lookup, unchecked; the same problem on another device (meta)
+    builds its own. A is refused in one line where it is no tensor."""
+    from mxfp4_mm import launchers
+    built, checked = [], []
+    monkeypatch.setattr(prepared, "proven_prepared_launcher", lambda *problem: built.append(
+        problem) or (lambda a, values, scales: torch.zeros(a.shape[0], 64)))
+    problem = prepared.prepared_problem
+    monkeypatch.setattr(prepared, "prepared_problem",
+                        lambda *operands: checked.append(1) or problem(*operands))
+    codes, scales = random_mxfp4(64, 256, seed=3)
+    weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    a = torch.zeros(2, 256, dtype=torch.bfloat16)
+    for _ in range(2):
+        prepared.gemm_prepared(a, weight)
+    backend, arch = launchers.current_target(a.device)
+    assert built == [(arch, backend, 2, 64, 256, (256, 1), a.device, weight.wide_scales)]
+    assert checked == [1]
+    meta = [t.to("meta") for t in (a, weight.values, weight.scales)]
+    prepared.prepared_gemm(*meta, 256, weight.wide_scales)
+    assert len(built) == 2 and built[1][6] == torch.device("meta")
+    with pytest.raises(TypeError) as error:
+        prepared.prepared_gemm([[0.0] * 256], weight.values, weight.scales, 256, False)
+    assert str(error.value) == "mxfp4_mm.gemm_prepared: expected A a torch.Tensor, got list"
+
+
+def test_a_first_call_inside_a_forbidding_capture_is_refused_naming_its_shape(fresh_cache,
+                                                                               monkeypatch):
+    from mxfp4_mm import launchers
+
+    def capturing(*problem):
+        raise RuntimeError(f"... {launchers.CAPTURE_IN_ERROR} ...")
+    monkeypatch.setattr(prepared, "proven_prepared_launcher", capturing)
+    codes, scales = random_mxfp4(64, 256, seed=3)
+    weight = prepared.hopper_weight_from_mxfp4(codes, scales)
+    with pytest.raises(RuntimeError, match=r"^mxfp4_mm.gemm_prepared: the first call of shape "
+                                           r"2x64x256 is inside a CUDA graph capture"):
+        prepared.gemm_prepared(torch.zeros(2, 256, dtype=torch.bfloat16), weight)
 
 
 def test_an_nvidia_chip_before_sm90_is_refused_in_one_line(fresh_cache, monkeypatch, device):

@@ -1,8 +1,8 @@
 """tools.sm90_loop and its face, `tools.isa --arch sm_90 --shapes ... --asm-dir DIR`.
 
 - The main loop read from SASS (main_loop): of nested loops the innermost that holds an HGMMA;
-  a loop without one is not it; every instruction of its body counted, predicated ones
-  (`@P0`, `@!P0`, `@!UP0`) included; none where no backward branch closes a loop; a loop read
+  a loop without one is not it; of two as short, the first; every instruction of its body
+  counted, predicated ones (`@P0`, `@!P0`, `@!UP0`) included; none where no backward branch closes a loop; a loop read
   between its hex addresses, short ones and one at the program's start included.
 - The mode, its compiler faked (compile_for, cuobjdump and cubin_resources of handwritten
   SASS): each row's instructions a K tile and lane-instructions a weight element, its SASS
@@ -61,6 +61,17 @@ TWO_LOOPS = """
         /*0050*/                   EXIT ;
 """
 
+# Two loops as short, each with an HGMMA (a K loop split in two by the compiler).
+TWIN_LOOPS = """
+        /*0000*/                   HGMMA.64x16x16.F32.BF16 R24, R8, gdesc[UR8], R24 ;
+        /*0010*/                   IADD3 R3, R3, 0x1, RZ ;
+        /*0020*/               @P0 BRA 0x0 ;
+        /*0030*/                   HGMMA.64x16x16.F32.BF16 R24, R8, gdesc[UR8], R24 ;
+        /*0040*/                   ISETP.GE.AND P1, PT, R3, R6, PT ;
+        /*0050*/               @P1 BRA 0x30 ;
+        /*0060*/                   EXIT ;
+"""
+
 # One K tile a program: the HGMMA runs once, no branch goes back.
 NO_LOOP = """
         /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
@@ -89,6 +100,11 @@ def test_of_nested_loops_the_main_loop_is_the_innermost_with_every_predicated_in
 
 def test_a_loop_without_an_hgmma_is_not_the_main_loop(sm90_loop):
     assert [op.split(".")[0] for op in sm90_loop.main_loop(TWO_LOOPS)] == ["HGMMA", "IADD3",
+                                                                           "BRA"]
+
+
+def test_of_two_loops_as_short_with_an_hgmma_the_first_is_the_main_loop(sm90_loop):
+    assert [op.split(".")[0] for op in sm90_loop.main_loop(TWIN_LOOPS)] == ["HGMMA", "IADD3",
                                                                            "BRA"]
 
 

@@ -31,7 +31,8 @@ LAYOUTS = {"prepared": "hopper (kernels.layouts.hopper)",
 
 
 def main_loop(sass: str) -> list:
-    """The opcodes (with modifiers) of the innermost loop that holds an HGMMA, [] if none."""
+    """The opcodes (with modifiers) of the innermost loop that holds an HGMMA (the first of two
+    as short), [] if none."""
     instructions = [(int(address, 16), opcode, rest)
                     for address, opcode, rest in _INSTRUCTION.findall(sass)]
     best = []
