@@ -477,7 +477,8 @@ def test_a_signature_is_checked_once_and_each_device_builds_its_own_launcher_for
     for _ in range(2):
         prepared.gemm_prepared(a, weight)
     backend, arch = launchers.current_target(a.device)
-    assert built == [(arch, backend, 2, 64, 256, (256, 1), a.device, weight.wide_scales)]
+    assert built == [(arch, backend, 2, 64, 256, (256, 1), a.device, weight.wide_scales,
+                     torch.bfloat16)]
     assert checked == [1]
     meta = [t.to("meta") for t in (a, weight.values, weight.scales)]
     prepared.prepared_gemm(*meta, 256, weight.wide_scales)
