@@ -541,10 +541,9 @@ class FakeEvent:
 @pytest.fixture
 def fake_cuda(monkeypatch):
     """torch.cuda's timing, synchronize and the cache clear's allocation, faked on the CPU."""
-    real_randn = torch.randn
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
-    monkeypatch.setattr(torch, "randn", lambda *shape, device=None, **kw: real_randn(*shape, **kw))
+    monkeypatch.setattr(evaluate, "cache_clear_buffer", lambda numel: torch.empty(numel))
     monkeypatch.setenv("TRITON_INTERPRET", "1")      # no GPU name or L2 asked for
 
 
@@ -766,8 +765,7 @@ def fake_gpu(monkeypatch):
             return 0.002
     monkeypatch.setattr(torch.cuda, "Event", Event)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
-    real_randn = torch.randn
-    monkeypatch.setattr(torch, "randn", lambda *a, **k: real_randn(1))
+    monkeypatch.setattr(evaluate, "cache_clear_buffer", lambda numel: torch.empty(1))
 
 
 @pytest.mark.parametrize("mode", ["benchmark", "leaderboard"])
@@ -1066,8 +1064,9 @@ def test_test_mode_sends_each_shapes_own_seconds(fake_child, monkeypatch):
 
 def test_the_timed_loop_clears_the_bytes_asked_and_warms_up_at_the_warm_up_cap(
         fake_child, fake_gpu, monkeypatch):
-    """--clear-bytes of fp32 each timed call; without --max-calls the warm-up runs
-    MAX_CALLS["warmup"] calls and each shape its mode's cap; a GPU's L2 size reaches the parent."""
+    """--clear-bytes of fp32 written each timed call, into one buffer made once; without
+    --max-calls the warm-up runs MAX_CALLS["warmup"] calls and each shape its mode's cap; a
+    GPU's L2 size reaches the parent."""
     run, _ = fake_child
     run([], lambda data: data[0] + 1)
     monkeypatch.setattr(evaluate, "MIN_CALLS", 10 ** 6)
@@ -1078,9 +1077,13 @@ def test_the_timed_loop_clears_the_bytes_asked_and_warms_up_at_the_warm_up_cap(
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda index: types.SimpleNamespace(L2_cache_size=1 << 20))
-    cleared = []
-    real_randn = torch.randn
-    monkeypatch.setattr(torch, "randn", lambda numel, **k: cleared.append(numel) or real_randn(1))
+    made, cleared = [], []
+
+    class Buffer:
+        def normal_(self):
+            cleared.append(self)
+    monkeypatch.setattr(evaluate, "cache_clear_buffer",
+                        lambda numel: made.append(numel) or Buffer())
     got = []
     job = dict(workdir=str(evaluate.ROOT), root=str(evaluate.ROOT), isolated=False,
                mode="benchmark", specs=[dict(m=2, n=16, k=4, seed=3)], clear_bytes=400,
@@ -1088,7 +1091,8 @@ def test_the_timed_loop_clears_the_bytes_asked_and_warms_up_at_the_warm_up_cap(
     evaluate._child_run(job, lambda kind, **fields: got.append((kind, fields)))
     assert got[0][1]["device"] == "Fake GPU" and got[0][1]["l2_bytes"] == 1 << 20
     assert got[1][1]["stats"]["n"] == 3 and got[2][1]["stats"]["n"] == 2
-    assert cleared == [100] * 5
+    # one buffer of --clear-bytes for the process, written before each of the 5 timed calls
+    assert made == [100] and len(cleared) == 5 and len(set(map(id, cleared))) == 1
 
 
 def test_the_plot_draws_each_timed_shape_beside_its_baseline(monkeypatch, tmp_path):
