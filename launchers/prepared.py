@@ -15,7 +15,8 @@ a new signature is checked in full (one-line errors: A's dtype, shape or device,
 in the layout, out_dtype, a backend other than NVIDIA sm_90 and up or the interpreter), and a
 new problem (M, N, K, A's strides, wide_scales, out_dtype) has its launcher built and proven
 first, as every launcher is (launchers.ladder: the rule's config, direct, then through the
-standard launch; the proof's weights put into the Hopper layout).
+standard launch, and below a large tile the small tiles' rule the same two ways; the proof's
+weights put into the Hopper layout).
 
 The op takes the layout's two tensors (values uint8 [N/16, Kp/64, 8, 4, 4, 4], scales uint8
 [N/16, Kp/64, 8, 2, 2]) and returns a new bf16 [M, N] = quantize(A) @ dequant(B)^T, the
@@ -137,16 +138,21 @@ def large_tile_config(m: int, n: int, k: int) -> PreparedConfig:
 
 
 def prepared_config(m: int, n: int, k: int) -> PreparedConfig:
-    """The rule: from sm_90's Target.large_tiles_from_m on, large_tile_config. Below it BLOCK_M
-    the power of two at or above M from 16 to 64, BLOCK_N 64 (4 warps) below
+    """The rule: from sm_90's Target.large_tiles_from_m on, large_tile_config; below it,
+    small_tile_config."""
+    if m >= SM90.large_tiles_from_m:
+        return large_tile_config(m, n, k)
+    return small_tile_config(m, n, k)
+
+
+def small_tile_config(m: int, n: int, k: int) -> PreparedConfig:
+    """The small tiles' rule, at any M: BLOCK_M the power of two at or above M from 16 to 64, BLOCK_N 64 (4 warps) below
     A_DEQUANTIZED_MIN_M and 128 (8 warps) from it; A quantized in registers, BLOCK_K 256 in
     one stage with B's next tile prefetched into registers (Triton's pipeliner costs a wait
     and a descriptor a wgmma: tools.isa --arch sm_90 --shapes), or from A_DEQUANTIZED_MIN_M,
     where the GEMM would quantize A_ONCE_MIN_QUANTIZED elements of A or more, A quantized once
     by its own launches in A_ONCE_STAGES stages; K split in powers of two until the grid has
     MIN_PROGRAMS programs, a split would have fewer than two K tiles, or MAX_SPLIT_K."""
-    if m >= SM90.large_tiles_from_m:
-        return large_tile_config(m, n, k)
     block_m = min(max(16, triton.next_power_of_2(m)), 64)
     warps = 8 if m >= A_DEQUANTIZED_MIN_M else 4
     block_n = ROWS_PER_WARP * warps
@@ -293,15 +299,20 @@ class _OnShuffledWeights(Launcher):
 def prepared_rungs(backend: str, m: int, n: int, k: int, a_strides: tuple, device,
                    wide_scales: bool, out_dtype: torch.dtype = torch.bfloat16) -> list:
     """The prepared launcher's ladder (launchers.ladder): the rule's config with the direct
-    launch, then the same through Triton's standard launch only. There is no rung below: the
-    other paths take the weight in another layout."""
-    config = prepared_config(m, n, k)
+    launch, then the same through Triton's standard launch only; where the rule takes a large
+    tile, then the small tiles' rule at this M the same two ways (small_tile_config, which
+    serves any M). The other paths take the weight in another layout: no rung goes there."""
+    rule = prepared_config(m, n, k)
+    configs = {"prepared": rule}
+    if m >= SM90.large_tiles_from_m:
+        configs["prepared, small tiles"] = small_tile_config(m, n, k)
 
-    def rung(name, allow_direct):
+    def rung(name, config, allow_direct):
         return Rung(name, lambda: _OnShuffledWeights(PreparedLauncher(
             config, backend, m, n, k, a_strides, device, wide_scales, allow_direct, out_dtype)),
                     config)
-    return [rung("prepared", True), rung("prepared, standard launch", False)]
+    return [rung(f"{name}{launch}", config, allow_direct) for name, config in configs.items()
+            for launch, allow_direct in (("", True), (", standard launch", False))]
 
 
 def proven_prepared_launcher(arch, backend, m, n, k, a_strides, device, wide_scales,

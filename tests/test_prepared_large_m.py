@@ -184,3 +184,44 @@ def test_the_bench_times_the_other_kind_of_tile_and_at_large_m_no_flips():
         assert list(configs) == ["prepared", "tile_alt"]
         at = tiles.index(configs["prepared"])
         assert configs["tile_alt"] == tiles[at - 1 if at else 1]
+
+
+def test_the_ladder_steps_down_from_a_large_tile_to_the_small_tiles_rule():
+    """From the threshold the ladder holds the large tile (direct, then standard launch), then
+    the small tiles' rule at that M the same two ways; below it, the rule's config alone."""
+    m, n, k = SM90.large_tiles_from_m + 44, 80, 320
+    rungs = prepared.prepared_rungs("interpreter", m, n, k, (k, 1), "cpu", False)
+    assert [rung.name for rung in rungs] == [
+        "prepared", "prepared, standard launch", "prepared, small tiles",
+        "prepared, small tiles, standard launch"]
+    assert [rung.config for rung in rungs] == [prepared.large_tile_config(m, n, k)] * 2 + [
+        prepared.small_tile_config(m, n, k)] * 2
+    below = prepared.prepared_rungs("interpreter", 3, n, k, (k, 1), "cpu", False)
+    assert [rung.name for rung in below] == ["prepared", "prepared, standard launch"]
+
+
+def test_a_large_tile_that_does_not_fit_is_served_by_the_small_tiles(hopper_device, monkeypatch,
+                                                                     capfd):
+    """A large tile refused as not fitting (faked): the op steps past its standard launch (the
+    same kernels) to the small tiles' rule, and its output matches the reference."""
+    from collections import OrderedDict
+
+    import mxfp4_mm.launchers as launchers
+    from mxfp4_mm.launchers.fit import DoesNotFit
+    monkeypatch.setattr(launchers, "_launchers", OrderedDict())
+    monkeypatch.setattr(launchers, "_checked_signatures", {})
+    real = prepared.PreparedLauncher
+
+    def launcher(config, *arguments, **options):
+        if config in prepared.large_tiles():
+            raise DoesNotFit("the gemm kernel asks for more shared memory than the chip has")
+        return real(config, *arguments, **options)
+    monkeypatch.setattr(prepared, "PreparedLauncher", launcher)
+    m, n, k = SM90.large_tiles_from_m + 44, 80, 320
+    data = reference.generate_input(m, n, k, seed=5, device=hopper_device)
+    weight = prepared.hopper_weight(data[3], data[4])
+    ok, message = reference.check_implementation(data, prepared.gemm_prepared(data[0], weight))
+    assert ok, message
+    printed = capfd.readouterr().err
+    assert f"{m}x{n}x{k}: prepared failed (DoesNotFit: the gemm kernel asks" in printed
+    assert f"{m}x{n}x{k}: served by prepared, small tiles" in printed
