@@ -21,10 +21,14 @@
 #             of each shape in a fresh process, wrong outputs described by row, column tile
 #             and K split (tools.prepared_check --beyond-reach), then tests/test_prepared.py's
 #             every-M cases with the reach lifted the same way
-#   prepared  (not in the default round; about 40 kernels to compile: STEP_TIMEOUT_S=1800)
+#   prepared  (not in the default round; about 100 kernels to compile: STEP_TIMEOUT_S=1800)
 #             Llama-3-8B's decode weights at M 1-128 through the prepared-weight path (the
-#             rule and three variants) beside custom_kernel, F.linear bf16 and the prepared
+#             rule and its variants) beside custom_kernel, F.linear bf16 and the prepared
 #             weight's bytes, no tuned configs (tools.bench --prepared)
+#   large     (not in the default round) the prepared path's large tiles: each part of three
+#             large shapes checked (tools.prepared_check), then the prefill shapes through the
+#             prepared path and through custom_kernel's paths (the dequant path and the hopper
+#             path's large tile) beside F.linear bf16 (tools.bench --prepared, --vendor-gemm)
 # Each step runs in a process of its own under a time limit (STEP_TIMEOUT_S, default 540),
 # and the round goes on after a failed step; the last line of summary.txt names each step's
 # exit code. Run it from the repository's root.
@@ -36,6 +40,10 @@ steps=("$@")
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 limit="${STEP_TIMEOUT_S:-540}"
+LARGE_CHECK="1024,4096,4096 2048,7168,2048 300,1040,576,strided"
+PREFILL_SHAPES="256,4096,4096 512,4096,4096 1024,4096,4096 2048,4096,4096 2048,7168,2048 \
+1536,2112,7168 2048,4096,4352 4096,4096,4096 8192,8192,8192 1024,208,512 2048,28672,4096 \
+4096,4096,14336"
 LARGE_SHAPES="1024,4096,4096 2048,4096,4096 2048,7168,2048 1536,2112,7168 2048,4096,4352 4096,4096,4096 8192,8192,8192 1024,208,512"
 
 run_step() {
@@ -77,6 +85,11 @@ sys.exit(code)" ;;
                     pytest -q -n \"${SUITE_WORKERS:-8}\" -rf tests/test_prepared.py" ;;
         prepared) run_step prepared env -u MXFP4_MM_CONFIGS MXFP4_MM_TUNE=0 python -m tools.bench \
                     --prepared --shapes llama-3-8b --m 1,8,32,64,128 --json "$out/prepared.json" ;;
+        large)  run_step large bash -c "python -m tools.prepared_check $LARGE_CHECK && \
+                    MXFP4_MM_TUNE=0 python -m tools.bench --prepared --calls 20 --shapes \
+                    $PREFILL_SHAPES --json '$out/large.json' && MXFP4_MM_TUNE=0 python -m \
+                    tools.bench --vendor-gemm --calls 20 --shapes $PREFILL_SHAPES \
+                    --json '$out/vendor.json'" ;;
         *) echo "gpu_round: unknown step $step" | tee -a "$out/summary.txt"; results+=("$step=2") ;;
     esac
 done
