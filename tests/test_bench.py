@@ -22,6 +22,7 @@ import torch
 from mxfp4_mm.launchers.heuristics import heuristic_config
 from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
 from mxfp4_mm.tools import bench
+from mxfp4_mm.tools import timing as timing_module
 from mxfp4_mm.tools.cli import UsageError, parse_shapes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -625,6 +626,7 @@ class FakeGPU:
 def fake_gpu(monkeypatch):
     fake = FakeGPU()
     monkeypatch.setattr(bench, "torch", fake)
+    monkeypatch.setattr(timing_module, "torch", fake)     # its time_variant's synchronize
     return fake
 
 

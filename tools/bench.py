@@ -99,7 +99,7 @@ from .cli import (SHAPES_HELP, ArgumentParser, UsageError, check_fault_variable,
                   positive_int, usage_error)
 from .evaluate import _num, geomean
 from .model_shapes import DECODE_MAX_M
-from .timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary
+from .timing import DEFAULT_CLEAR_BYTES, RunnerLoop, host_time_us, summary, time_variant
 
 COPY_BYTES = 1 << 30
 COPY_REPETITIONS = 5
@@ -262,13 +262,6 @@ def measure_copy_bandwidth(nbytes=COPY_BYTES, repetitions=COPY_REPETITIONS):
         torch.cuda.synchronize()
         best_s = min(best_s, start.elapsed_time(end) / 1000.0)
     return copy_bandwidth(nbytes, best_s)
-
-
-def time_variant(loop, fn, calls):
-    """tools.timing.summary of `calls` timed calls of fn, after one untimed call."""
-    fn()
-    torch.cuda.synchronize()
-    return summary(loop.time(fn, calls))
 
 
 def bench_shape(spec, loop, calls, host_calls, empty_kernel_us, bandwidth):

@@ -24,6 +24,7 @@ not read (run with MXFP4_MM_TUNE=0 and no MXFP4_MM_CONFIGS).
 import torch
 
 from .evaluate import _num
+from .timing import time_variant
 
 FLIPS = ("a_flip", "n_flip", "s_flip")
 FLIP_COMBINATIONS = tuple("+".join(flip for flip in FLIPS if mask >> FLIPS.index(flip) & 1)
@@ -127,7 +128,6 @@ def format_prepared_table(rows) -> str:
 
 def run_prepared(shapes, args, loop, empty_kernel_us, bandwidth) -> list:
     """Every shape's row, printed as it comes; the rows."""
-    from .bench import time_variant
     rows = []
     for index, spec in enumerate(shapes, 1):
         row = prepared_row(spec, lambda fn: time_variant(loop, fn, args.calls)["mean_us"],

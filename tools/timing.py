@@ -33,6 +33,13 @@ def summary(times: list) -> dict:
             "min_us": min(times), "calls": len(times)}
 
 
+def time_variant(loop, fn, calls):
+    """summary of `calls` timed calls of fn in `loop` (a RunnerLoop), after one untimed call."""
+    fn()
+    torch.cuda.synchronize()
+    return summary(loop.time(fn, calls))
+
+
 if __name__ == "__main__":
     print(f"tools.timing: a library (the runner's timed loop, for tools.bench and tools.tune), "
           f"not a command; nothing to run.\n{__doc__}", file=sys.stderr)
