@@ -40,6 +40,7 @@ from mxfp4_mm.launchers import current_target, interpreting, prepared
 from mxfp4_mm.launchers.gemm_config import DEQUANT_CONFIG
 from mxfp4_mm.launchers.proof import reference_output
 from mxfp4_mm.launchers.targets import SM90, target_facts
+from mxfp4_mm.tools.prepared_check import strided_copy
 from test_hopper_gemm import (EDGE_SCALE_BYTES, _emulated_inline_asm, as_fp32, assert_same_bits,
                               edge_scales)
 from test_hopper_gemm import hopper_device  # noqa: F401  (a fixture)
@@ -253,11 +254,7 @@ def test_the_op_matches_the_reference_and_repeats_its_bits(hopper_device, fresh_
     assert prepared.prepared_config(m, n, k).a_dequantized == (a_once or
                                                                (m, n, k) == (64, 4096, 14336))
     data = reference.generate_input(m, n, k, seed=m + n + k, device=hopper_device)
-    a = data[0]
-    if strided:
-        wide = torch.zeros(m, 2 * k, dtype=torch.bfloat16, device=hopper_device)
-        wide[:, 1::2] = a
-        a = wide[:, 1::2]
+    a = strided_copy(data[0]) if strided else data[0]
     weight = prepared.hopper_weight(data[3], data[4])
     limit = target_facts(current_target(hopper_device)[1]).prepared_max_m
     if limit is not None and m > limit:     # a GPU; the interpreter has no limit

@@ -18,7 +18,7 @@ from mxfp4_mm import reference
 from mxfp4_mm.launchers import current_target, interpreting, prepared
 from mxfp4_mm.launchers import targets
 from mxfp4_mm.launchers.linear import MXFP4Linear
-from mxfp4_mm.tools.prepared_check import lifted_targets
+from mxfp4_mm.tools.prepared_check import lifted_targets, strided_copy
 from test_hopper_gemm import hopper_device  # noqa: F401  (a fixture)
 
 BEYOND_REACH_VARIABLE = "MXFP4_MM_PREPARED_BEYOND_REACH"
@@ -48,13 +48,6 @@ def memory_given_back():
     yield
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-
-
-def strided_copy(a: torch.Tensor) -> torch.Tensor:
-    """A's values in every second column of a wider tensor (row stride 2K, column stride 2)."""
-    wide = torch.zeros(a.shape[0], 2 * a.shape[1], dtype=a.dtype, device=a.device)
-    wide[:, 1::2] = a
-    return wide[:, 1::2]
 
 
 @compiled_only

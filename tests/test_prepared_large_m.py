@@ -25,6 +25,7 @@ from mxfp4_mm import reference
 from mxfp4_mm.kernels import formats
 from mxfp4_mm.launchers import current_target, prepared
 from mxfp4_mm.launchers.targets import SM90, target_facts
+from mxfp4_mm.tools.prepared_check import strided_copy
 from test_hopper_gemm import hopper_device  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,11 +85,7 @@ ODD_SHAPES = [(300, 80, 320, False), (130, 272, 64, True)]
 def test_each_large_tile_matches_the_reference_at_odd_shapes(hopper_device, tile, m, n, k,
                                                              strided):
     data = reference.generate_input(m, n, k, seed=m + n + k, device=hopper_device)
-    a = data[0]
-    if strided:
-        wide = torch.zeros(m, 2 * k, dtype=torch.bfloat16, device=hopper_device)
-        wide[:, 1::2] = a
-        a = wide[:, 1::2]
+    a = strided_copy(data[0]) if strided else data[0]
     weight = prepared.hopper_weight(data[3], data[4])
     launcher = prepared.PreparedLauncher(tile, current_target(a.device)[0], m, n, k, a.stride(),
                                          a.device, weight.wide_scales)

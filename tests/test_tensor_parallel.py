@@ -57,6 +57,12 @@ def _relative_error(got, want):
     return ((got.float() - want.float()).norm() / want.float().norm()).item()
 
 
+def _assert_refused_in_one_line(refusal, start):
+    """refusal: what _refusal recorded; one line starting with `start`."""
+    assert refusal is not None and refusal.startswith(start), refusal
+    assert "\n" not in refusal
+
+
 def _refusal(call):
     try:
         call()
@@ -213,8 +219,7 @@ def test_bad_splits_and_modules_are_refused_in_one_line(ranks):
                             "into multiples of 64"),
             ("refused linear", "MXFP4ColwiseParallel: expected an MXFP4Linear, got "
                                "torch.nn.modules.linear.Linear")):
-        assert seen[key] is not None and seen[key].startswith(start), seen[key]
-        assert "\n" not in seen[key]
+        _assert_refused_in_one_line(seen[key], start)
     with pytest.raises(ValueError, match="^MXFP4ColwiseParallel: output_layouts must be "):
         MXFP4ColwiseParallel(output_layouts=object())
 
@@ -239,6 +244,5 @@ def test_the_quark_fixture_sharded_gives_the_unsharded_models_logits(ranks):
                              "of 32 over 2 ranks"),
             ("refused whole linear", "lm_head: the tp_plan splits it ('colwise'), but it is no "
                                      "MXFP4 layer")):
-        assert zero[key] is not None and zero[key].startswith(message), zero[key]
-        assert "\n" not in zero[key]
+        _assert_refused_in_one_line(zero[key], message)
 

@@ -47,8 +47,15 @@ def lifted_targets() -> dict:
     """{arch: its Target with the prepared path serving any M}, for every recorded chip that
     has the path (launchers.targets.TARGETS)."""
     from mxfp4_mm.launchers import targets
-    return {arch: dataclasses.replace(target, prepared_max_m=1 << 30)
+    return {arch: dataclasses.replace(target, prepared_max_m=targets.ANY_M)
             for arch, target in targets.TARGETS.items() if target.prepared_max_m is not None}
+
+
+def strided_copy(a: torch.Tensor) -> torch.Tensor:
+    """A's values in every second column of a wider tensor (row stride 2K, column stride 2)."""
+    wide = torch.zeros(a.shape[0], 2 * a.shape[1], dtype=a.dtype, device=a.device)
+    wide[:, 1::2] = a
+    return wide[:, 1::2]
 
 
 def lift_reach() -> None:
@@ -93,11 +100,7 @@ def run_part(part: str, m: int, n: int, k: int, strided: bool, device) -> list:
     from mxfp4_mm.launchers.linear import MXFP4Linear
 
     data = reference.generate_input(m, n, k, seed=m + n + k, device=device)
-    a = data[0]
-    if strided:
-        wide_a = torch.zeros(m, 2 * k, dtype=torch.bfloat16, device=device)
-        wide_a[:, 1::2] = a
-        a = wide_a[:, 1::2]
+    a = strided_copy(data[0]) if strided else data[0]
     codes = formats.unshuffle_weight(data[3].view(torch.uint8))
     scales = formats.e8m0_unshuffle(data[4].view(torch.uint8), n, k // formats.MX_BLOCK)
     if part == "wide":
