@@ -58,7 +58,7 @@ def mxfp4_bf16_bits(code, scale):
 
 
 @triton.jit
-def _bf16_bits(codes, scales, BLOCK_ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
+def tile_bf16_bits(codes, scales, BLOCK_ROWS: tl.constexpr, BLOCK_K: tl.constexpr):
     """codes uint8 [R, BK/2], scales uint8 [R, BK/32] -> the products' bf16 bits, int32 [R, BK]."""
     low = (codes & 0xF).to(tl.int32)
     high = (codes >> 4).to(tl.int32)
@@ -93,7 +93,7 @@ def dequantize_kernel(codes_ptr, scales_ptr, out_ptr, ROWS, K,
                         mask=cols_c[None, :] < K // 2, other=0)
         scales = tl.load(scales_ptr + rows[:, None] * stride_scales + cols_s[None, :],
                          mask=cols_s[None, :] < K // 32, other=127)
-    bits = _bf16_bits(codes, scales, BLOCK_ROWS, BLOCK_K)
+    bits = tile_bf16_bits(codes, scales, BLOCK_ROWS, BLOCK_K)
     out_rows = pid_rows * BLOCK_ROWS + tl.arange(0, BLOCK_ROWS)
     out_cols = k0 + tl.arange(0, BLOCK_K)
     tl.store(out_ptr + out_rows[:, None].to(tl.int64) * stride_out + out_cols[None, :],

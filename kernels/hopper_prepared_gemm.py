@@ -31,8 +31,9 @@ K [s * SPLIT_K_SIZE, min((s + 1) * SPLIT_K_SIZE, Kp)); A is masked past K (EVEN_
 Requirements: BLOCK_K 64, 128 or 256, BLOCK_N a multiple of 64 (BLOCK_N / 16 warps' worth of
 rows: num_warps = BLOCK_N / 16), BLOCK_M >= 16 a power of two, SPLIT_K_SIZE a multiple of
 BLOCK_K, K % 64 == 0, N % 16 == 0.
-PREFETCH (for num_stages 1) loads B's next tile into registers while the current one is
-converted; otherwise Triton's pipeliner (num_stages > 1) stages the loads in shared memory.
+PREFETCH (for num_stages 1) loads B's and A's next tiles into registers while the current
+ones are converted; otherwise Triton's pipeliner (num_stages > 1) stages the loads in shared
+memory.
 """
 
 import torch
@@ -197,6 +198,15 @@ def dequantize_weight_tile(words, scales, BLOCK_N: tl.constexpr, BLOCK_K: tl.con
 
 
 @triton.jit
+def _load_a_tile(a_ptrs, k_offset, K, cols_a, EVEN_K: tl.constexpr):
+    """A's tile at K offset k_offset (a_ptrs point there), zero past K unless EVEN_K."""
+    if EVEN_K:
+        return tl.load(a_ptrs)
+    else:
+        return tl.load(a_ptrs, mask=(k_offset + cols_a)[None, :] < K, other=0)
+
+
+@triton.jit
 def hopper_prepared_gemm_kernel(
     a_ptr, b_ptr, b_scales_ptr, c_ptr, partials_ptr, counters_ptr, M, N, K, K_UNITS,
     stride_am, stride_ak, stride_cm, stride_ps, stride_pm,
@@ -234,25 +244,28 @@ def hopper_prepared_gemm_kernel(
     if PREFETCH:
         b_next = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
         bs_next = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
+        a_next = _load_a_tile(a_ptrs, k_start, K, cols_a, EVEN_K)
     for k_iter in range(k_tiles):
         if PREFETCH:
-            # B's next tile is loaded before this one is converted (the last tile loads
-            # itself again): its latency hides behind a tile's work, with no shared memory.
-            b, bs = b_next, bs_next
+            # The next tiles of B and A are loaded before this one is converted (the last
+            # tile loads itself again): their latency hides behind a tile's work, with no
+            # shared memory.
+            b, bs, a = b_next, bs_next, a_next
             step = (k_iter + 1 < k_tiles).to(tl.int32)
             b_ptrs += step * (KC * 128)
             bs_ptrs += step * (KC * 8)
+            a_ptrs += step * (BLOCK_K * stride_ak)
             b_next = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
             bs_next = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
+            a_next = _load_a_tile(a_ptrs, k_start + (k_iter + step) * BLOCK_K, K, cols_a,
+                                  EVEN_K)
         else:
             b = tl.load(b_ptrs, cache_modifier=CACHE_MODIFIER)
             bs = tl.load(bs_ptrs, cache_modifier=CACHE_MODIFIER)
             b_ptrs += KC * 128
             bs_ptrs += KC * 8
-        if EVEN_K:
-            a = tl.load(a_ptrs)
-        else:
-            a = tl.load(a_ptrs, mask=(k_start + k_iter * BLOCK_K + cols_a)[None, :] < K, other=0)
+            a = _load_a_tile(a_ptrs, k_start + k_iter * BLOCK_K, K, cols_a, EVEN_K)
+            a_ptrs += BLOCK_K * stride_ak
         if A_DEQUANTIZED:
             if INTERPRETED:
                 a = a.to(tl.float32)
@@ -264,7 +277,6 @@ def hopper_prepared_gemm_kernel(
         b = dequantize_weight_tile(b, bs.to(tl.uint32, bitcast=True), BLOCK_N, BLOCK_K,
                                    WIDE_SCALES)
         acc = tl.dot(b, a.trans(1, 0), acc)
-        a_ptrs += BLOCK_K * stride_ak
 
     store_output_tile(acc.trans(1, 0), c_ptr, partials_ptr, counters_ptr, pid_m * BLOCK_M,
                       pid_n * BLOCK_N, M, N, stride_cm, stride_ps, stride_pm, pid_k,

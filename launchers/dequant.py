@@ -2,9 +2,10 @@
 vendor GEMM, for chips without FP4 MMA (NVIDIA before sm_100), where tl.dot_scaled is an
 emulation and the fused GEMM is compute-bound on its upcasts at large M.
 
-Per call: kernels.quantize's quantize kernel writes A's MXFP4 codes and scales (the same bits
-as the fused GEMM's, so bit-exact to the reference's quantization); kernels.dequantize turns
-them into bf16 [M, K]; then, chunk_n rows of B at a time, the dequantize kernel turns the
+Per call: kernels.quantized_values writes A's MXFP4 values in bf16 [M, K] in one launch
+(kernels.quantize's codes and scales, the same bits as the fused GEMM's, so bit-exact to the
+reference's quantization, dequantized as kernels.dequantize does); then, chunk_n rows of B at
+a time, kernels.dequantize's kernel turns the
 preshuffled B_shuffle / B_scale_sh rows into bf16 [rows, K] and torch.matmul multiplies
 (cuBLAS or hipBLASLt) into C's columns. Every dequantized value is exact in bf16
 (kernels.dequantize says why), and a bf16 product is exact in fp32, so the GEMM computes the
@@ -22,8 +23,7 @@ exact in TF32 too, and each product of two is exact in fp32: whatever TF32 setti
 chose, the sums are of the reference's exact products in fp32, in the library's fp32 order,
 which may not be its bf16 order (bf16 of the fp32 C need not be the bf16 C's bytes).
 
-Transient memory per call, beside C: A's codes and scales (M*K*17/32 bytes), A in bf16
-(2*M*K) and one chunk of B in bf16 (2*chunk_n*K, chunk_n = chunk_rows(N, K): at most
+Transient memory per call, beside C: A in bf16 (2*M*K) and one chunk of B in bf16 (2*chunk_n*K, chunk_n = chunk_rows(N, K): at most
 B_CHUNK_BYTES, however large N is); for an fp32 C, A and the chunk in fp32 as well (three
 times those).
 
@@ -38,9 +38,9 @@ import torch
 from ..kernels import formats
 from ..kernels.dequantize import dequantize_kernel, dequantize_launch
 from ..kernels.layouts.cdna4 import scales_view, weight_view
-from ..kernels.quantize import checked_quantizer, quantized_outputs
+from ..kernels.quantize import checked_quantizer
 from .bypass import aligned, backend_options
-from .gemm import LaunchSpec, bound_launch, quantize_spec
+from .gemm import LaunchSpec, bound_launch, quantized_values_spec
 from .gemm_config import GemmConfig
 from .launcher import Launcher
 
@@ -77,18 +77,13 @@ def _options(backend: str, num_warps: int) -> dict:
 def dequant_launch_specs(config: GemmConfig, backend: str, m: int, n: int, k: int,
                          a_strides: tuple, device, quantizer: str = "software",
                          chunk_n: int = None) -> list:
-    """The Triton launches of one call: "quantize" (A), "dequantize_a", "dequantize_b" (a
-    chunk of chunk_n rows of B) and, where N is not a multiple of it, "dequantize_b_last"."""
+    """The Triton launches of one call: "quantize_a" (A's MXFP4 values in bf16),
+    "dequantize_b" (a chunk of chunk_n rows of B) and, where N is not a multiple of it,
+    "dequantize_b_last"."""
     checked_quantizer(quantizer)
     chunk = _checked_chunk(n, k, chunk_n)
-    codes, scales = quantized_outputs(m, k, device)
-    specs = [quantize_spec(backend, m, k, a_strides, device, quantizer, codes, scales)]
     a_values = torch.empty((m, k), dtype=torch.bfloat16, device=device)
-    grid, arguments = dequantize_launch(codes, scales, a_values, False, config.block_m,
-                                        config.block_k)
-    specs.append(LaunchSpec("dequantize_a", dequantize_kernel, grid,
-                            _options(backend, config.num_warps), arguments,
-                            DEQUANTIZE_TENSOR_ARGS))
+    specs = [quantized_values_spec(backend, m, k, a_strides, device, quantizer, a_values)]
     b_codes = weight_view(torch.empty((n, k // 2), dtype=torch.uint8, device=device))
     b_scales = scales_view(torch.empty(formats.scales_padded_shape(n, k), dtype=torch.uint8,
                                        device=device))
@@ -125,7 +120,7 @@ class DequantLauncher(Launcher):
         bound = {spec.name: bound_launch(spec, allow_direct) for spec in specs}
         self.launches = {name: launch for name, (launch, _) in bound.items()}
         self.constants = {name: constants for name, (_, constants) in bound.items()}
-        self.launches_per_call = 2 + 2 * formats.cdiv(n, self.chunk_n)
+        self.launches_per_call = 1 + 2 * formats.cdiv(n, self.chunk_n)
 
     def kernel_launches(self) -> dict:
         return self.launches
@@ -137,10 +132,8 @@ class DequantLauncher(Launcher):
 
     def __call__(self, a, b_shuffle, b_scale_sh, direct=True):
         m, n, k, chunk = self.m, self.n, self.k, self.chunk_n
-        codes, scales = quantized_outputs(m, k, self.device)
-        self._launch("quantize", (a, codes, scales), direct)
         a_values = torch.empty((m, k), dtype=torch.bfloat16, device=self.device)
-        self._launch("dequantize_a", (codes, scales, a_values), direct)
+        self._launch("quantize_a", (a, a_values), direct)
         b_codes, b_scales = weight_view(b_shuffle), scales_view(b_scale_sh)
         b_values = torch.empty((chunk, k), dtype=torch.bfloat16, device=self.device)
         out = torch.empty((m, n), dtype=self.out_dtype, device=self.device)

@@ -32,6 +32,8 @@ import torch
 from ..kernels import formats
 from ..kernels.quantize import (checked_quantizer, quantize_kernel, quantize_launch,
                                 quantized_outputs)
+from ..kernels.quantized_values import (VALUES_WARPS, quantized_values_kernel,
+                                        quantized_values_launch)
 from ..kernels.layouts.cdna4 import scales_view, weight_view
 from ..kernels.preshuffle_gemm import a_rows, gemm_arguments, preshuffle_gemm_kernel
 from ..kernels.hopper_gemm import hopper_arguments, hopper_gemm_kernel
@@ -132,6 +134,21 @@ def quantize_spec(backend: str, m: int, k: int, a_strides: tuple, device, quanti
                       backend_options(backend, num_warps=warps, num_stages=1, waves_per_eu=0,
                                       matrix_instr_nonkdim=0),
                       arguments, per_call=3)   # quantize_launch puts (x, codes, scales) first
+
+
+def quantized_values_spec(backend: str, m: int, k: int, a_strides: tuple, device,
+                          quantizer: str, out) -> LaunchSpec:
+    """The launch of kernels.quantized_values's kernel that writes A's MXFP4 values in bf16
+    (out, bf16 [M, K], given) from a bf16 A [M, K] of the given strides: kernels.quantize's
+    codes and scales dequantized, in one pass."""
+    a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
+    grid, arguments = quantized_values_launch(a, out, quantizer,
+                                              backend_facts(backend).quant_fast_path,
+                                              threads_per_program(VALUES_WARPS, backend))
+    return LaunchSpec("quantize_a", quantized_values_kernel, grid,
+                      backend_options(backend, num_warps=VALUES_WARPS, num_stages=1,
+                                      waves_per_eu=0, matrix_instr_nonkdim=0),
+                      arguments, per_call=2)   # quantized_values_launch puts (x, out) first
 
 
 class GemmOperands(NamedTuple):

@@ -31,10 +31,10 @@ holds its weight in the Hopper layout alone, made by its constructors, .to() and
 load_state_dict, and state_dict saves the portable form (b_shuffle, b_scale_sh) made back from
 it (launchers.linear).
 
-A call is one launch below A_DEQUANTIZED_MIN_M rows (A quantized in registers by each
-program, kernels.quantize's recipe) and three from it on: kernels.quantize's quantize kernel
-and kernels.dequantize's kernel write A's MXFP4 values in bf16 once (the dequant path's two
-launches, launchers.dequant), then the GEMM loads them as they are.
+A call is one launch where each program quantizes its rows of A in registers (kernels.quantize's
+recipe), and two where A is quantized once (the rule's choice from A_DEQUANTIZED_MIN_M rows on,
+A_ONCE_MIN_QUANTIZED): kernels.quantized_values writes A's MXFP4 values in bf16, then the GEMM
+loads them as they are.
 """
 
 import itertools
@@ -44,17 +44,14 @@ import torch
 import triton
 
 from ..kernels import formats
-from ..kernels.dequantize import dequantize_kernel, dequantize_launch
 from ..kernels.hopper_prepared_gemm import (hopper_prepared_gemm_kernel,
                                             prepared_arguments, weight_arguments)
 from ..kernels.layouts import hopper as layout
 from ..kernels.tiles import gemm_tiles
-from ..kernels.quantize import quantized_outputs
 from . import (cached_launcher, call_signature, checked_signature, define_op, empty_output,
                launcher_of_signature)
 from .bypass import aligned, backend_options
-from .gemm_config import DEQUANT_CONFIG
-from .gemm import (LaunchSpec, bound_launch, counter_rows, quantize_spec,
+from .gemm import (LaunchSpec, bound_launch, counter_rows, quantized_values_spec,
                    split_plan, threads_per_program)
 from .inputs import CPU_HOWTO, KERNELS_NEED_A_GPU, output_dtype
 from .ladder import Rung, proven_launcher
@@ -63,13 +60,16 @@ from .proof import SPLIT_K_REPEATS
 from .targets import SM90, target_facts
 
 A_DEQUANTIZED_MIN_M = 8
-# From A_DEQUANTIZED_MIN_M on, A is quantized once by its own launches where the GEMM would
+# From A_DEQUANTIZED_MIN_M on, A is quantized once by a launch of its own where the GEMM would
 # quantize at least this many elements of A (each row once per N tile: M * K * cdiv(N,
 # BLOCK_N)), else in registers by each program. On an H100 (tools.bench --prepared, Llama-3-8B's
 # decode weights at M = 8 and 32) the in-register form was faster up to 6.3 M of them (6144x4096
 # at M = 32) and slower from 7.3 M (28672x4096 at M = 8); at M = 128 (16.8 M and up) A once won
 # on every weight. A quantized once is staged by Triton's pipeliner (three stages), which was
-# faster than the register prefetch on all twelve of those shapes.
+# faster than the register prefetch on all twelve of those shapes. Those runs quantized A once
+# in two launches (codes and scales, then their values) and prefetched B's tiles alone; A's
+# values now take one launch (kernels.quantized_values) and the prefetch takes A's next tile
+# too, neither timed yet.
 A_ONCE_MIN_QUANTIZED = 7 << 20
 A_ONCE_STAGES = 3
 # Split K until the grid has this many programs (two per SM of sm_90): at M = 1 the weight's
@@ -180,20 +180,13 @@ def prepared_launch_specs(config: PreparedConfig, backend: str, m: int, n: int, 
                           a_strides: tuple, device, wide_scales: bool = False,
                           out_dtype: torch.dtype = torch.bfloat16) -> list:
     """The Triton launches of one call, as launchers.gemm.LaunchSpec: with a_dequantized
-    "quantize" and "dequantize_a" (A's MXFP4 values in bf16), then "gemm" (its C of
-    out_dtype, bf16 or float32)."""
+    "quantize_a" (A's MXFP4 values in bf16), then "gemm" (its C of out_dtype, bf16 or
+    float32)."""
     specs = []
     a = torch.empty_strided((m, k), a_strides, dtype=torch.bfloat16, device=device)
     if config.a_dequantized:
-        codes, scales = quantized_outputs(m, k, device)
-        specs.append(quantize_spec(backend, m, k, a_strides, device, "software", codes, scales))
         a = torch.empty((m, k), dtype=torch.bfloat16, device=device)
-        # the dequant path's tile and warps (at 64 x 256 with 4 warps the kernel spills)
-        grid, arguments = dequantize_launch(codes, scales, a, False, DEQUANT_CONFIG.block_m,
-                                            DEQUANT_CONFIG.block_k)
-        specs.append(LaunchSpec("dequantize_a", dequantize_kernel, grid,
-                                _options(backend, DEQUANT_CONFIG.num_warps, 1), arguments,
-                                per_call=3))    # dequantize_launch puts (codes, scales, out) first
+        specs.append(quantized_values_spec(backend, m, k, a_strides, device, "software", a))
     splits, split_size = config.splits_for(k)
     c = torch.empty((m, n), dtype=out_dtype, device=device)
     partials = torch.empty((splits, m, n), dtype=torch.float32, device=device) if splits > 1 else c
@@ -230,7 +223,7 @@ class PreparedLauncher(Launcher):
         self.wide_scales = wide_scales
         self.splits, _ = config.splits_for(k)
         self.proof_repeats = SPLIT_K_REPEATS if self.splits > 1 else 0
-        self.launches_per_call = 3 if config.a_dequantized else 1
+        self.launches_per_call = 2 if config.a_dequantized else 1
         self.counter_rows = counter_rows(config, m, n, split_plan(config, k), device)
         self._calls = itertools.count()   # next() is atomic: threads never share a row
         specs = prepared_launch_specs(config, backend, m, n, k, a_strides, device, wide_scales,
@@ -253,10 +246,9 @@ class PreparedLauncher(Launcher):
         the standard launch takes the kernel's views of them (weight_arguments)."""
         m, n, k = self.m, self.n, self.k
         if self.config.a_dequantized:
-            codes, a_scales = quantized_outputs(m, k, self.device)
-            self._launch("quantize", (a, codes, a_scales), direct)
-            a = a.new_empty(m, k, dtype=torch.bfloat16)
-            self._launch("dequantize_a", (codes, a_scales, a), direct)
+            a_values = a.new_empty(m, k, dtype=torch.bfloat16)
+            self._launch("quantize_a", (a, a_values), direct)
+            a = a_values
         # a.new_empty with the sizes as arguments: as launchers.gemm.GemmLauncher's outputs
         out = a.new_empty(m, n, dtype=self.out_dtype)
         partials = a.new_empty(self.splits, m, n, dtype=torch.float32) if self.splits > 1 else out

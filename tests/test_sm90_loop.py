@@ -251,7 +251,7 @@ def test_the_prepared_row_compiles_its_rules_gemm_and_counts_its_loop(compiled):
     assert (row["arch"], row["path"], row["shape"], row["triton"]) == (
         "sm_90", "prepared", [8, 28672, 4096], triton.__version__)
     assert row["config"]["label"] == config.label and row["config"]["block_n"] == config.block_n
-    assert row["launches"] == ["quantize", "dequantize_a", "gemm"]
+    assert row["launches"] == ["quantize_a", "gemm"]
     assert row["loop_sass_per_k_tile"] == 200
     assert row["lane_instructions_per_element"] == round(
         200 * 32 * config.num_warps / (config.block_n * config.block_k), 2) == 1.56
@@ -281,7 +281,7 @@ def test_custom_kernels_row_compiles_the_gemm_of_the_looked_up_config_as_cuda_la
 def test_a_path_without_a_gemm_compiles_nothing_and_says_so(compiled):
     row = loop_module.loop_row("custom_kernel", (1024, 4096, 4096))    # the dequant path
     assert compiled.kernels == []
-    assert row["launches"] == ["quantize", "dequantize_a", "dequantize_b"]
+    assert row["launches"] == ["quantize_a", "dequantize_b"]
     assert row["loop_sass_per_k_tile"] is None and row["note"] == "no Triton GEMM on this path"
 
 

@@ -190,7 +190,7 @@ def test_measure_takes_every_paths_launcher(monkeypatch, path):
     assert result["ok"], result
     assert result["calls"] == 2 and result["median_us"] == 1.0
     launches = {"preshuffle": ["gemm"], "hopper": ["gemm"], "aiter": [],
-                "dequant": ["quantize", "dequantize_a", "dequantize_b"]}[path]
+                "dequant": ["quantize_a", "dequantize_b"]}[path]
     assert list(result["resources"]) == launches
     assert all(found == dict(n_regs=None, n_spills=None) for found in result["resources"].values())
     assert not tune.spills(result)
