@@ -22,6 +22,9 @@ import torch
 from mxfp4_mm.launchers.heuristics import heuristic_config
 from mxfp4_mm.launchers.task_shapes import BENCHMARK_SHAPES, TASK_SHAPES, TEST_SHAPES
 from mxfp4_mm.tools import bench
+from mxfp4_mm.tools import bench_host
+from mxfp4_mm.tools import bench_model
+from mxfp4_mm.tools import bench_vendor
 from mxfp4_mm.tools import timing as timing_module
 from mxfp4_mm.tools.cli import UsageError, parse_shapes
 
@@ -183,7 +186,7 @@ def test_the_host_inputs_are_the_ops_operands_the_same_for_the_same_shape():
     (the shuffled scales' padded shape, every scale 2^0), on the device asked for; seeded by
     the shape."""
     from mxfp4_mm.kernels import formats
-    a, weight, b_shuffle, b_scale_sh = bench.host_inputs(3, 64, 256, "cpu")
+    a, weight, b_shuffle, b_scale_sh = bench_host.host_inputs(3, 64, 256, "cpu")
     assert (a.dtype, tuple(a.shape)) == (torch.bfloat16, (3, 256))
     assert (weight.dtype, tuple(weight.shape)) == (torch.bfloat16, (64, 256))
     assert (b_shuffle.dtype, tuple(b_shuffle.shape)) == (torch.uint8, (64, 128))
@@ -191,9 +194,9 @@ def test_the_host_inputs_are_the_ops_operands_the_same_for_the_same_shape():
     assert tuple(b_scale_sh.shape) == formats.scales_padded_shape(64, 256)
     assert b_scale_sh.eq(127).all()
     assert {t.device.type for t in (a, weight, b_shuffle, b_scale_sh)} == {"cpu"}
-    again = bench.host_inputs(3, 64, 256, "cpu")
+    again = bench_host.host_inputs(3, 64, 256, "cpu")
     assert all(torch.equal(x, y) for x, y in zip((a, weight, b_shuffle), again[:3]))
-    assert not torch.equal(a, bench.host_inputs(3, 64, 512, "cpu")[0][:, :256])
+    assert not torch.equal(a, bench_host.host_inputs(3, 64, 512, "cpu")[0][:, :256])
     assert b_shuffle.unique().numel() > 200 and a.std() > 0.5 and weight.std() > 0.5
 
 
@@ -205,7 +208,7 @@ def test_host_inputs_are_made_on_the_device_asked(monkeypatch):
     monkeypatch.setattr(torch, "Generator",
                         lambda device=None: devices.append(device) or generator(device=device))
     with torch.device("meta"):
-        tensors = bench.host_inputs(1, 64, 256, "cpu")
+        tensors = bench_host.host_inputs(1, 64, 256, "cpu")
     assert devices == ["cpu"] and [t.device.type for t in tensors] == ["cpu"] * 4
 
 
@@ -223,8 +226,8 @@ def test_host_only_times_each_shape_on_the_gpu_or_stubbed_on_the_cpu(fake_gpu, m
     def host_row(shape, calls, device, stubbed=False):
         rows.append((shape, calls, device, stubbed, launchers._launchers is cache))
         return {"shape": shape}
-    monkeypatch.setattr(bench, "host_row", host_row)
-    monkeypatch.setattr(bench, "_host_progress", lambda row: shown.append(row) or row)
+    monkeypatch.setattr(bench_host, "host_row", host_row)
+    monkeypatch.setattr(bench_host, "_host_progress", lambda row: shown.append(row) or row)
     shapes = [(1, 64, 256), (8, 128, 512)]
     args = argparse.Namespace(stub_launches=stub, host_calls=7)
     assert bench.run_host_only(shapes, args) == [{"shape": shape} for shape in shapes]
@@ -256,15 +259,15 @@ def test_host_only_flushes_each_line_as_it_prints_it(fake_gpu, monkeypatch, stub
     the not-served mark where its path does not serve the M."""
     import argparse
     row = host_fake(1, {"F.linear": 1.0, "op": 2.5, "custom_kernel": 3.25},
-                    not_served=bench.PREPARED_ENTRIES)
-    monkeypatch.setattr(bench, "host_row", lambda shape, calls, device, stubbed=False: row)
+                    not_served=bench_host.PREPARED_ENTRIES)
+    monkeypatch.setattr(bench_host, "host_row", lambda shape, calls, device, stubbed=False: row)
     output = FlushedOutput()
     monkeypatch.setattr(sys, "stdout", output)
     bench.run_host_only([(1, 64, 256)], argparse.Namespace(stub_launches=stub, host_calls=7))
     first = ("--stub-launches on the CPU: 1 shape(s), 7 calls each\n" if stub else
              "device: Fake GPU; 1 shape(s), 7 calls each\n")
-    progress = (f"1x64x256: F.linear 1.00, op 2.50, layer -, prep op {bench.NOT_SERVED}, "
-                f"prep lay {bench.NOT_SERVED}, ck 3.25, direct - µs\n")
+    progress = (f"1x64x256: F.linear 1.00, op 2.50, layer -, prep op {bench_host.NOT_SERVED}, "
+                f"prep lay {bench_host.NOT_SERVED}, ck 3.25, direct - µs\n")
     assert output.flushed == [first, first + progress]
 
 
@@ -315,14 +318,14 @@ def test_host_only_without_a_usable_gpu_says_why_and_times_nothing(monkeypatch, 
 
 @pytest.fixture
 def timed_once(monkeypatch):
-    """bench.host_time_us faked: each entry called once, {entry's first result: (its result,
+    """bench_host.host_time_us faked: each entry called once, {entry's first result: (its result,
     the synchronize it was timed with)} in the returned dict, 1.0 µs each."""
     results = []
 
     def host_time_us(fn, calls, synchronize):
         results.append((fn(), synchronize))
         return 1.0 + len(results)
-    monkeypatch.setattr(bench, "host_time_us", host_time_us)
+    monkeypatch.setattr(bench_host, "host_time_us", host_time_us)
     return results
 
 
@@ -332,14 +335,14 @@ def test_each_host_entry_times_the_call_it_names(timed_once, monkeypatch):
     custom_kernel, each a bf16 [M, N] from its own entry point, in HOST_ONLY_COLUMNS' order,
     without synchronization; F.linear and the direct launch not timed."""
     m, n, k = 3, 64, 256
-    inputs = bench.host_inputs
+    inputs = bench_host.host_inputs
     devices = []
-    monkeypatch.setattr(bench, "host_inputs", lambda m, n, k, device: devices.append(device)
+    monkeypatch.setattr(bench_host, "host_inputs", lambda m, n, k, device: devices.append(device)
                         or inputs(m, n, k, device))
-    with bench.stubbed_launches():
-        row = bench.host_row((m, n, k), 7, "cpu", stubbed=True)
+    with bench_host.stubbed_launches():
+        row = bench_host.host_row((m, n, k), 7, "cpu", stubbed=True)
     assert devices == ["cpu"]       # its inputs made on the device it times
-    timed = [key for key, _ in bench.HOST_ONLY_COLUMNS if row["host_us"][key] is not None]
+    timed = [key for key, _ in bench_host.HOST_ONLY_COLUMNS if row["host_us"][key] is not None]
     assert timed == ["op", "MXFP4Linear", "prepared", "MXFP4Linear prepared", "custom_kernel"]
     assert row["host_us"]["F.linear"] is None and row["host_us"]["direct"] is None
     assert [row["host_us"][key] for key in timed] == [2.0, 3.0, 4.0, 5.0, 6.0]
@@ -356,15 +359,15 @@ def test_on_a_gpu_the_host_row_also_times_f_linear_and_the_direct_launch(timed_o
     weight and the GEMM's direct launch on the launcher's own arguments, each timed with
     torch.cuda.synchronize."""
     launched = []
-    monkeypatch.setattr(bench, "_no_launch", lambda *arguments: launched.append(arguments))
+    monkeypatch.setattr(bench_host, "_no_launch", lambda *arguments: launched.append(arguments))
     synchronize = torch.cuda.synchronize
     m, n, k = 3, 64, 256
-    with bench.stubbed_launches():
-        row = bench.host_row((m, n, k), 7, "cpu")
+    with bench_host.stubbed_launches():
+        row = bench_host.host_row((m, n, k), 7, "cpu")
     assert row["host_us"]["F.linear"] is not None and row["host_us"]["direct"] is not None
     assert {sync for _, sync in timed_once} == {synchronize}
-    a, weight, b_shuffle, _ = bench.host_inputs(m, n, k, "cpu")
-    linear = timed_once[[key for key, _ in bench.HOST_ONLY_COLUMNS
+    a, weight, b_shuffle, _ = bench_host.host_inputs(m, n, k, "cpu")
+    linear = timed_once[[key for key, _ in bench_host.HOST_ONLY_COLUMNS
                          if row["host_us"][key] is not None].index("F.linear")][0]
     assert torch.equal(linear, torch.nn.functional.linear(a, weight))
     direct = launched[-1]           # the last entry timed; its A and B_shuffle (the kernel's view)
@@ -381,21 +384,21 @@ def test_each_host_entry_launches_its_own_path_on_the_devices_target(monkeypatch
     target is the device's (asked of `device`, never of None, which a GPU refuses)."""
     from mxfp4_mm import launchers
     launched, per_entry, asked = [], [], []
-    monkeypatch.setattr(bench, "_no_launch", lambda *arguments: launched.append(arguments))
+    monkeypatch.setattr(bench_host, "_no_launch", lambda *arguments: launched.append(arguments))
 
     def host_time_us(fn, calls, synchronize):
         start = len(launched)
         fn()
         per_entry.append(launched[start:])
         return 1.0
-    monkeypatch.setattr(bench, "host_time_us", host_time_us)
+    monkeypatch.setattr(bench_host, "host_time_us", host_time_us)
     current_target = launchers.current_target
     monkeypatch.setattr(launchers, "current_target",
                         lambda device: asked.append(device) or current_target(device))
     m, n, k = 3, 64, 256
-    with bench.stubbed_launches():
-        row = bench.host_row((m, n, k), 7, "cpu")
-    timed = [key for key, _ in bench.HOST_ONLY_COLUMNS if row["host_us"][key] is not None]
+    with bench_host.stubbed_launches():
+        row = bench_host.host_row((m, n, k), 7, "cpu")
+    timed = [key for key, _ in bench_host.HOST_ONLY_COLUMNS if row["host_us"][key] is not None]
     entries = dict(zip(timed, per_entry))
 
     def on_the_layout(launches):
@@ -404,7 +407,7 @@ def test_each_host_entry_launches_its_own_path_on_the_devices_target(monkeypatch
     assert on_the_layout(entries["prepared"]) and on_the_layout(entries["MXFP4Linear prepared"])
     assert entries["op"] and not on_the_layout(entries["op"])
     assert entries["MXFP4Linear"] and not on_the_layout(entries["MXFP4Linear"])
-    a = bench.host_inputs(m, n, k, "cpu")[0]
+    a = bench_host.host_inputs(m, n, k, "cpu")[0]
     assert len(entries["direct"]) == 1 and torch.equal(entries["direct"][0][0], a)
     assert asked and None not in asked
 
@@ -415,8 +418,8 @@ def test_a_launcher_without_a_direct_gemm_has_no_direct_entry(timed_once, monkey
     launch is not timed."""
     from mxfp4_mm import launchers
     monkeypatch.setattr(launchers, "launcher_for", lambda a, n: object())
-    with bench.stubbed_launches():
-        row = bench.host_row((3, 64, 256), 7, "cpu")
+    with bench_host.stubbed_launches():
+        row = bench_host.host_row((3, 64, 256), 7, "cpu")
     assert row["host_us"]["direct"] is None and row["host_us"]["F.linear"] is not None
 
 
@@ -488,7 +491,7 @@ def test_the_bf16_twin_holds_each_layers_dequantized_weight():
     from mxfp4_mm.launchers.linear import MXFP4Linear, load_quark
     checkpoint = load_file(QUARK_EXPORT / "model.safetensors")
     model = load_quark(QUARK_EXPORT)
-    twin = bench.bf16_twin(model)
+    twin = bench_model.bf16_twin(model)
     names = sorted(key[:-len(".weight_scale")] for key in checkpoint
                    if key.endswith(".weight_scale"))
     for name in names:
@@ -498,7 +501,7 @@ def test_the_bf16_twin_holds_each_layers_dequantized_weight():
         assert torch.equal(linear.weight.float(), formats.dequantize_mxfp4(
             checkpoint[f"{name}.weight"], checkpoint[f"{name}.weight_scale"]))
     assert torch.equal(twin.lm_head.weight, model.lm_head.weight)
-    assert bench.decode_step(twin, torch.tensor([[3], [5]])).shape == (2, 1, 256)
+    assert bench_model.decode_step(twin, torch.tensor([[3], [5]])).shape == (2, 1, 256)
 
 
 def test_a_dequantized_linear_holds_the_layers_mxfp4_weight_and_bias_on_its_device():
@@ -509,7 +512,7 @@ def test_a_dequantized_linear_holds_the_layers_mxfp4_weight_and_bias_on_its_devi
     linear = torch.nn.Linear(64, 32, dtype=torch.bfloat16)
     layer = MXFP4Linear.from_linear(linear)
     with torch.device("meta"):
-        twin = bench.dequantized_linear(layer)
+        twin = bench_model.dequantized_linear(layer)
     assert twin.weight.device.type == twin.bias.device.type == "cpu"
     assert torch.equal(twin.weight.float(),
                        formats.dequantize_mxfp4(*formats.quantize_mxfp4(linear.weight.float())))
@@ -517,7 +520,7 @@ def test_a_dequantized_linear_holds_the_layers_mxfp4_weight_and_bias_on_its_devi
 
 
 def test_relative_l2_is_the_norm_of_the_difference_over_the_wanted_norm():
-    assert bench.relative_l2(torch.tensor([0.0, 3.0]), torch.tensor([0.0, 2.0])) == 0.5
+    assert bench_model.relative_l2(torch.tensor([0.0, 3.0]), torch.tensor([0.0, 2.0])) == 0.5
 
 
 @NEEDS_TRANSFORMERS
@@ -525,7 +528,7 @@ def test_a_named_llama_is_built_with_its_decoder_linears_in_mxfp4():
     from mxfp4_mm.launchers.linear import MXFP4Linear
     config = dict(hidden_size=64, intermediate_size=128, num_attention_heads=2,
                   num_key_value_heads=1, num_hidden_layers=2, vocab_size=96)
-    model = bench.mxfp4_llama(config, "cpu")
+    model = bench_model.mxfp4_llama(config, "cpu")
     kinds = {name: type(module) for name, module in model.named_modules()
              if isinstance(module, (MXFP4Linear, torch.nn.Linear))}
     assert sum(kind is MXFP4Linear for kind in kinds.values()) == 2 * 7
@@ -625,7 +628,8 @@ class FakeGPU:
 @pytest.fixture
 def fake_gpu(monkeypatch):
     fake = FakeGPU()
-    monkeypatch.setattr(bench, "torch", fake)
+    for module in (bench, bench_host, bench_model, bench_vendor):
+        monkeypatch.setattr(module, "torch", fake)
     monkeypatch.setattr(timing_module, "torch", fake)     # its time_variant's synchronize
     return fake
 
@@ -640,8 +644,8 @@ def test_the_model_mode_flushes_its_first_line_and_each_modes_line_as_it_prints_
 
         def time(self, fn, calls):
             return [fn() and 10.0] * calls
-    monkeypatch.setattr(bench, "RunnerLoop", Loop)
-    monkeypatch.setattr(bench, "load_model", lambda source, device: TinyLM())
+    monkeypatch.setattr(bench_model, "RunnerLoop", Loop)
+    monkeypatch.setattr(bench_model, "load_model", lambda source, device: TinyLM())
     monkeypatch.setattr(bench, "gpu_problem", lambda: None)
     output = FlushedOutput()
     monkeypatch.setattr(sys, "stdout", output)
@@ -686,7 +690,7 @@ def test_a_model_row_meets_a_target_it_equals_and_keeps_the_emulated_checks_mess
     emulated = logits + 1.0
     steps = {"mxfp4": lambda: logits, "bf16": lambda: logits * 2}
     times = iter([21.0, 20.0])
-    row = bench.model_row("eager", 1, steps, lambda step: next(times),
+    row = bench_model.model_row("eager", 1, steps, lambda step: next(times),
                           {"mxfp4": logits, "emulated": emulated})
     assert (row["ratio"], row["target"], row["met"]) == (1.05, 1.05, True)
     assert (row["emulated_ok"], row["emulated_check"]) == compare(logits.float(), emulated.float())
@@ -702,7 +706,7 @@ def test_a_captured_step_runs_eagerly_then_replays_the_graph_its_capture_made(fa
         fake_gpu.log.append("step")
         return SimpleNamespace(logits=torch.full((1, 1, 4), len(steps)))
     ids = torch.tensor([[7]])
-    replay = bench.captured_step(model, ids)
+    replay = bench_model.captured_step(model, ids)
     graph = fake_gpu.log[2][1]
     assert fake_gpu.log == ["step", "sync", ("capture", graph), "step", "captured"]
     assert isinstance(graph, fake_gpu.cuda.CUDAGraph)
@@ -737,10 +741,10 @@ def test_the_model_mode_times_each_mode_and_m_beside_the_twin_and_goes_on_past_a
     def load_model(source, device):
         built.append((str(source), device))
         return TinyLM()
-    monkeypatch.setattr(bench, "RunnerLoop", Loop)
-    monkeypatch.setattr(bench, "load_model", load_model)
+    monkeypatch.setattr(bench_model, "RunnerLoop", Loop)
+    monkeypatch.setattr(bench_model, "load_model", load_model)
     monkeypatch.setattr(bench, "gpu_problem", lambda: None)
-    monkeypatch.setattr(bench, "profile_summary",
+    monkeypatch.setattr(bench_model, "profile_summary",
                         lambda step: profiled.append(step().shape) or f"profile {len(profiled)}")
     fake_gpu.fail_captures = (3,)     # M = 2's first: a captured mode captures both models
     out = tmp_path / "model.json"
@@ -807,10 +811,10 @@ def test_a_profile_summary_ranks_a_few_steps_ops_by_device_then_host_time(monkey
                    torch.sign, torch.square):
             y = op(y)
         return x @ x
-    text = bench.profile_summary(step)
-    assert len(calls) == 1 + bench.PROFILED_STEPS
-    device, host = text.split(f"{bench.PROFILED_STEPS} steps, by host time:\n")
-    assert device.startswith(f"{bench.PROFILED_STEPS} steps, by device time:\n")
+    text = bench_model.profile_summary(step)
+    assert len(calls) == 1 + bench_model.PROFILED_STEPS
+    device, host = text.split(f"{bench_model.PROFILED_STEPS} steps, by host time:\n")
+    assert device.startswith(f"{bench_model.PROFILED_STEPS} steps, by device time:\n")
     ops = {name: [line.split()[0] for line in table.splitlines()
                   if line.lstrip().startswith("aten::")] for name, table in (("device", device),
                                                                                ("host", host))}
@@ -844,8 +848,8 @@ def test_a_profile_summary_ranks_the_device_table_by_device_time(monkeypatch):
             return Events()
     monkeypatch.setattr(torch.profiler, "profile", Profile)
     monkeypatch.setattr(bench.torch.cuda, "synchronize", lambda: None)
-    text = bench.profile_summary(lambda: None, rows=2)
-    steps = bench.PROFILED_STEPS
+    text = bench_model.profile_summary(lambda: None, rows=2)
+    steps = bench_model.PROFILED_STEPS
     assert text == (f"{steps} steps, by device time:\naten::mm\naten::cos\n"
                     f"{steps} steps, by host time:\naten::sin\naten::mm")
 
@@ -856,12 +860,12 @@ def test_the_model_comes_from_its_name_or_its_export(monkeypatch):
     from mxfp4_mm.launchers import linear
     from mxfp4_mm.tools.model_shapes import LLAMA_CONFIGS
     built = []
-    monkeypatch.setattr(bench, "mxfp4_llama", lambda config, device: built.append(
+    monkeypatch.setattr(bench_model, "mxfp4_llama", lambda config, device: built.append(
         ("llama", config, device)) or "a llama")
     monkeypatch.setattr(linear, "load_quark", lambda source, device: built.append(
         ("quark", source, device)) or "an export")
-    assert bench.load_model(Path("llama-3-70b"), "cuda:1") == "a llama"
-    assert bench.load_model(QUARK_EXPORT, "cuda") == "an export"
+    assert bench_model.load_model(Path("llama-3-70b"), "cuda:1") == "a llama"
+    assert bench_model.load_model(QUARK_EXPORT, "cuda") == "an export"
     assert built == [("llama", LLAMA_CONFIGS["llama-3-70b"], "cuda:1"),
                      ("quark", QUARK_EXPORT, "cuda")]
 
@@ -884,7 +888,7 @@ def test_the_progress_line_of_a_shape_served_without_an_unfused_variant():
 def test_the_bf16_twin_of_a_layer_has_its_bias_or_none(bias):
     from mxfp4_mm.launchers.linear import MXFP4Linear
     linear = torch.nn.Linear(64, 32, bias=bias, dtype=torch.bfloat16)
-    twin = bench.dequantized_linear(MXFP4Linear.from_linear(linear))
+    twin = bench_model.dequantized_linear(MXFP4Linear.from_linear(linear))
     if bias:
         assert torch.equal(twin.bias, linear.bias)
     else:
@@ -929,7 +933,7 @@ def test_vendor_gemm_times_the_fused_gemm_against_dequant_where_dequant_is_serve
     def time_us(fn):
         fn()
         return 1.0
-    row = bench.vendor_gemm_row({"m": m, "n": n, "k": k, "seed": 1}, time_us, device="cpu")
+    row = bench_vendor.vendor_gemm_row({"m": m, "n": n, "k": k, "seed": 1}, time_us, device="cpu")
     fused = (config_from_fields(HOPPER_LARGE_TILE) if large_tiles_from == "threshold"
              else heuristic_config("sm_90", m, n, k))
     assert fused.path in ("hopper", "preshuffle") and built == [fused, DEQUANT_CONFIG]
@@ -948,11 +952,11 @@ def test_the_vendor_gemm_threshold_is_where_dequant_wins_from_on_every_n_k():
     rows = [vendor_row(256, 10.0, 12.0), vendor_row(512, 20.0, 15.0), vendor_row(1024, 30.0, 31.0),
             vendor_row(2048, 60.0, 40.0), vendor_row(4096, None, 80.0),
             vendor_row(256, 10.0, 9.0, n=7168), vendor_row(512, 20.0, 19.0, n=7168)]
-    wins_from = bench.dequant_wins_from(rows)
+    wins_from = bench_vendor.dequant_wins_from(rows)
     assert wins_from == {(4096, 4096): 2048, (7168, 4096): 256}
-    assert bench.vendor_gemm_threshold(wins_from) == 2048
-    assert bench.vendor_gemm_threshold({**wins_from, (1, 1): None}) is None
-    lines = bench.format_vendor_table(rows).splitlines()
+    assert bench_vendor.vendor_gemm_threshold(wins_from) == 2048
+    assert bench_vendor.vendor_gemm_threshold({**wins_from, (1, 1): None}) is None
+    lines = bench_vendor.format_vendor_table(rows).splitlines()
     assert lines[1].endswith("fused") and lines[2].endswith("dequant") and len(lines) == 8
     assert bench.vendor_gemm_grid()[:2] == ["256,4096,4096", "512,4096,4096"]
 
@@ -964,7 +968,7 @@ def test_a_vendor_gemm_row_proves_checks_and_times_both_paths_and_bf16(device):
     def time_us(fn):
         timed.append(fn())
         return float(len(timed))
-    row = bench.vendor_gemm_row({"m": 5, "n": 64, "k": 192, "seed": 1}, time_us, device=device)
+    row = bench_vendor.vendor_gemm_row({"m": 5, "n": 64, "k": 192, "seed": 1}, time_us, device=device)
     arch = row["arch"]
     assert row["errors"] == {} and row["fused_config"] == heuristic_config(arch, 5, 64, 192).label
     assert (row["fused_us"], row["dequant_us"], row["bf16_us"]) == (1.0, 2.0, 3.0)
@@ -979,7 +983,7 @@ HOST_MARGIN_LABELS = ["op-lin", "layer-lin", "prep-lin", "plyr-lin", "ck-op"]
 def host_fake(m, us, not_served=(), n=64, k=256):
     """A --host-only row: µs of the entries in `us`, the others not timed."""
     return {"m": m, "n": n, "k": k, "host_us": {key: us.get(key) for key, _ in
-                                               bench.HOST_ONLY_COLUMNS},
+                                               bench_host.HOST_ONLY_COLUMNS},
             "not_served": list(not_served)}
 
 
@@ -987,7 +991,7 @@ def host_table_rows(table: str) -> list:
     """Each line of a --host-only table after its header as {column label: cell}, each cell
     ending where its label ends (the columns are right-aligned)."""
     header, *lines = table.splitlines()
-    labels = ["M", "N", "K"] + [label for _, label in bench.HOST_ONLY_COLUMNS] + HOST_MARGIN_LABELS
+    labels = ["M", "N", "K"] + [label for _, label in bench_host.HOST_ONLY_COLUMNS] + HOST_MARGIN_LABELS
     ends = []
     for label in labels:
         ends.append(header.index(label, ends[-1] if ends else 0) + len(label))
@@ -1034,7 +1038,7 @@ def test_the_targets_line_counts_the_shapes_within_each_bound_its_bound_included
 
 
 def test_an_entry_not_served_at_an_m_is_marked_and_left_out_of_medians_and_targets():
-    prepared = list(bench.PREPARED_ENTRIES)
+    prepared = list(bench_host.PREPARED_ENTRIES)
     rows = [host_fake(1, {"F.linear": 1.0, "prepared": 3.0, "MXFP4Linear prepared": 7.0}),
             host_fake(8, {"F.linear": 2.0}, not_served=prepared),
             host_fake(32, {"F.linear": 3.0}, not_served=prepared)]
@@ -1042,14 +1046,14 @@ def test_an_entry_not_served_at_an_m_is_marked_and_left_out_of_medians_and_targe
     first, second, _, median, legend = host_table_rows(table)
     assert (first["prep op"], first["prep-lin"], first["plyr-lin"]) == ("3.00", "2.00", "6.00")
     assert [second[label] for label in ("prep op", "prep lay", "prep-lin", "plyr-lin")] == \
-        [bench.NOT_SERVED] * 4
+        [bench_host.NOT_SERVED] * 4
     assert (second["op"], second["op-lin"]) == ("-", "-")       # not timed
     assert (median["prep op"], median["F.linear"]) == ("3.00", "2.00")
-    assert table.splitlines()[-1] == bench.NOT_SERVED_LEGEND
+    assert table.splitlines()[-1] == bench_host.NOT_SERVED_LEGEND
     assert bench.host_targets_text(rows) == (
         "targets: prepared <= F.linear + 5 µs on 1 of 1 shapes served (of 3); "
         "MXFP4Linear prepared <= F.linear + 5 µs on 0 of 1 shapes served (of 3)")
-    assert bench.NOT_SERVED_LEGEND not in bench.format_host_table(rows[:1])
+    assert bench_host.NOT_SERVED_LEGEND not in bench.format_host_table(rows[:1])
 
 
 def test_host_only_takes_each_model_shape_at_each_m_of_its_m_option(monkeypatch, capsys):
@@ -1060,7 +1064,7 @@ def test_host_only_takes_each_model_shape_at_each_m_of_its_m_option(monkeypatch,
     def host_row(shape, calls, device, stubbed=False):
         timed.append((tuple(shape), calls))
         return host_fake(shape[0], {"op": 1.0}, n=shape[1], k=shape[2])
-    monkeypatch.setattr(bench, "host_row", host_row)
+    monkeypatch.setattr(bench_host, "host_row", host_row)
     assert bench.main(["--host-only", "--stub-launches", "--shapes", "64,256", "--m", "3,5",
                        "--host-calls", "7"]) == 0
     assert timed == [((3, 64, 256), 7), ((5, 64, 256), 7)]
@@ -1087,9 +1091,9 @@ def test_host_only_times_the_prepared_path_only_at_the_m_it_serves(monkeypatch, 
     served, beyond = json.loads(out.read_text())["rows"]
     assert served["not_served"] == [] and served["host_us"]["prepared"] > 0
     assert served["host_us"]["MXFP4Linear prepared"] > 0
-    assert beyond["not_served"] == list(bench.PREPARED_ENTRIES)
+    assert beyond["not_served"] == list(bench_host.PREPARED_ENTRIES)
     assert beyond["host_us"]["prepared"] is None is beyond["host_us"]["MXFP4Linear prepared"]
     assert beyond["host_us"]["op"] > 0
     printed = capsys.readouterr().out
     table = printed[printed.index("    M     N     K"):printed.index("\ntargets:")]
-    assert host_table_rows(table)[1]["prep op"] == bench.NOT_SERVED
+    assert host_table_rows(table)[1]["prep op"] == bench_host.NOT_SERVED

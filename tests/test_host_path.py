@@ -18,6 +18,7 @@ from mxfp4_mm.launchers import prepared
 from mxfp4_mm.launchers.linear import MXFP4Linear
 from mxfp4_mm.submission import custom_kernel
 from mxfp4_mm.tools import bench
+from mxfp4_mm.tools import bench_model
 
 SMALL = (4, 64, 256)
 QUARK_EXPORT = Path(__file__).parent / "data" / "quark_tiny_llama"
@@ -348,7 +349,7 @@ def test_a_captured_step_gives_the_eager_bytes(m):
                                                    dtype=torch.bfloat16, device="cuda"))
     model = torch.nn.Sequential(up, torch.nn.SiLU(), down)
     x = torch.randn(m, 1, 512, dtype=torch.bfloat16, device="cuda", generator=generator)
-    replay = bench.captured_step(lambda input_ids, use_cache: _Logits(model(input_ids)), x)
+    replay = bench_model.captured_step(lambda input_ids, use_cache: _Logits(model(input_ids)), x)
     for _ in range(3):
         x.copy_(torch.randn(x.shape, dtype=x.dtype, device="cuda", generator=generator))
         captured = replay().clone()
@@ -368,12 +369,12 @@ class _Logits:
 def test_a_captured_llama_step_gives_the_eager_logits():
     config = dict(hidden_size=256, intermediate_size=512, num_attention_heads=4,
                   num_key_value_heads=2, num_hidden_layers=2, vocab_size=512)
-    model = bench.mxfp4_llama(config, "cuda")
+    model = bench_model.mxfp4_llama(config, "cuda")
     input_ids = torch.tensor([[3], [5], [7], [11]], device="cuda")
-    replay = bench.captured_step(model, input_ids)
+    replay = bench_model.captured_step(model, input_ids)
     captured = replay().clone()
     torch.cuda.synchronize()
-    assert torch.equal(captured, bench.decode_step(model, input_ids))
+    assert torch.equal(captured, bench_model.decode_step(model, input_ids))
 
 
 # ---------------------------------------------------------------------------------------
@@ -411,25 +412,25 @@ def test_the_quark_model_is_within_tolerance_of_its_exact_emulation():
     from mxfp4_mm.launchers.linear import load_quark
     from mxfp4_mm.launchers.proof import compare
     model = load_quark(QUARK_EXPORT)
-    twin = bench.bf16_twin(model)
+    twin = bench_model.bf16_twin(model)
     names = [name for name, module in model.named_modules() if isinstance(module, MXFP4Linear)]
     input_ids = torch.tensor([[3], [5], [7]])
-    got = bench.decode_step(model, input_ids)
-    with bench.emulating(twin, names):
-        assert isinstance(twin.get_submodule(names[0]), bench.EmulatedMXFP4Linear)
-        emulated = bench.decode_step(twin, input_ids)
+    got = bench_model.decode_step(model, input_ids)
+    with bench_model.emulating(twin, names):
+        assert isinstance(twin.get_submodule(names[0]), bench_model.EmulatedMXFP4Linear)
+        emulated = bench_model.decode_step(twin, input_ids)
     assert type(twin.get_submodule(names[0])) is torch.nn.Linear      # put back
     ok, message = compare(got, emulated)
     assert ok, message
-    assert bench.relative_l2(got, emulated) < bench.relative_l2(got, bench.decode_step(
+    assert bench_model.relative_l2(got, emulated) < bench_model.relative_l2(got, bench_model.decode_step(
         twin, input_ids))
 
 
 def test_the_model_targets_and_modes():
-    assert bench.model_target("eager", 64) == 1.05
-    assert (bench.model_target("captured", 1), bench.model_target("captured", 8)) == (0.5, 0.6)
-    assert bench.model_target("reduce-overhead", 8) == 0.6
-    assert bench.model_target("captured", 32) is None and bench.model_target("compiled", 1) is None
+    assert bench_model.model_target("eager", 64) == 1.05
+    assert (bench_model.model_target("captured", 1), bench_model.model_target("captured", 8)) == (0.5, 0.6)
+    assert bench_model.model_target("reduce-overhead", 8) == 0.6
+    assert bench_model.model_target("captured", 32) is None and bench_model.model_target("compiled", 1) is None
     assert bench.parse_modes("compiled,eager") == ("eager", "compiled")
     with pytest.raises(Exception, match="expected some of eager,captured,reduce-overhead,"):
         bench.parse_modes("eager,graphs")
@@ -445,15 +446,15 @@ def test_a_model_row_compares_the_step_with_the_twin_the_eager_step_and_the_emul
     from mxfp4_mm.launchers.linear import load_quark
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     model = load_quark(QUARK_EXPORT)
-    twin = bench.bf16_twin(model)
+    twin = bench_model.bf16_twin(model)
     names = [name for name, module in model.named_modules() if isinstance(module, MXFP4Linear)]
     input_ids = torch.tensor([[3], [5]])
-    eager_logits = {"mxfp4": bench.decode_step(model, input_ids)}
-    with bench.emulating(twin, names):
-        eager_logits["emulated"] = bench.decode_step(twin, input_ids)
-    steps = bench.mode_steps("eager", {"mxfp4": model, "bf16": twin}, input_ids)
+    eager_logits = {"mxfp4": bench_model.decode_step(model, input_ids)}
+    with bench_model.emulating(twin, names):
+        eager_logits["emulated"] = bench_model.decode_step(twin, input_ids)
+    steps = bench_model.mode_steps("eager", {"mxfp4": model, "bf16": twin}, input_ids)
     times = iter([30.0, 20.0])
-    row = bench.model_row("eager", 2, steps, lambda step: next(times), eager_logits)
+    row = bench_model.model_row("eager", 2, steps, lambda step: next(times), eager_logits)
     assert (row["mxfp4_us"], row["bf16_us"], row["ratio"]) == (30.0, 20.0, 1.5)
     assert row["target"] == 1.05 and row["met"] is False
     assert row["rel_eager"] == 0.0 and row["emulated_ok"], row["emulated_check"]
