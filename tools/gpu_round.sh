@@ -21,14 +21,16 @@
 #             of each shape in a fresh process, wrong outputs described by row, column tile
 #             and K split (tools.prepared_check --beyond-reach), then tests/test_prepared.py's
 #             every-M cases with the reach lifted the same way
-#   prepared  (not in the default round; about 100 kernels to compile: STEP_TIMEOUT_S=1800)
-#             Llama-3-8B's decode weights at M 1-128 through the prepared-weight path (the
-#             rule and its variants) beside custom_kernel, F.linear bf16 and the prepared
-#             weight's bytes, no tuned configs (tools.bench --prepared)
+#   prepared  (not in the default round) Llama-3-8B's decode weights through the
+#             prepared-weight path (the rule and its variants) beside custom_kernel, F.linear
+#             bf16 and the prepared weight's bytes, no tuned configs (tools.bench --prepared):
+#             one process and JSON (prepared_mM.json) per M of $PREPARED_M (default 1 8 32 64
+#             128), so that a round cut short keeps the Ms it finished
 #   large     (not in the default round) the prepared path's large tiles: each part of three
 #             large shapes checked (tools.prepared_check), then the prefill shapes through the
 #             prepared path and through custom_kernel's paths (the dequant path and the hopper
-#             path's large tile) beside F.linear bf16 (tools.bench --prepared, --vendor-gemm)
+#             path's large tile) beside F.linear bf16 (tools.bench --prepared, --vendor-gemm),
+#             each of the three a step of its own (large_check, large_prepared, large_vendor)
 # Each step runs in a process of its own under a time limit (STEP_TIMEOUT_S, default 540),
 # and the round goes on after a failed step; the last line of summary.txt names each step's
 # exit code. Run it from the repository's root.
@@ -83,13 +85,16 @@ sys.exit(code)" ;;
                     9,128,1024 8,6144,4096 64,4096,14336 16,4096,4096 128,4096,4096 \
                     20,80,576,strided 1,4096,4096; MXFP4_MM_PREPARED_BEYOND_REACH=1 python -m \
                     pytest -q -n \"${SUITE_WORKERS:-8}\" -rf tests/test_prepared.py" ;;
-        prepared) run_step prepared env -u MXFP4_MM_CONFIGS MXFP4_MM_TUNE=0 python -m tools.bench \
-                    --prepared --shapes llama-3-8b --m 1,8,32,64,128 --json "$out/prepared.json" ;;
-        large)  run_step large bash -c "python -m tools.prepared_check $LARGE_CHECK && \
-                    MXFP4_MM_TUNE=0 python -m tools.bench --prepared --calls 20 --shapes \
-                    $PREFILL_SHAPES --json '$out/large.json' && MXFP4_MM_TUNE=0 python -m \
-                    tools.bench --vendor-gemm --calls 20 --shapes $PREFILL_SHAPES \
-                    --json '$out/vendor.json'" ;;
+        prepared) for m in ${PREPARED_M:-1 8 32 64 128}; do
+                    run_step "prepared_m$m" env -u MXFP4_MM_CONFIGS MXFP4_MM_TUNE=0 python -m \
+                        tools.bench --prepared --shapes llama-3-8b --m "$m" \
+                        --json "$out/prepared_m$m.json"
+                  done ;;
+        large)  run_step large_check python -m tools.prepared_check $LARGE_CHECK
+                run_step large_prepared env MXFP4_MM_TUNE=0 python -m tools.bench --prepared \
+                    --calls 20 --shapes $PREFILL_SHAPES --json "$out/large.json"
+                run_step large_vendor env MXFP4_MM_TUNE=0 python -m tools.bench --vendor-gemm \
+                    --calls 20 --shapes $PREFILL_SHAPES --json "$out/vendor.json" ;;
         *) echo "gpu_round: unknown step $step" | tee -a "$out/summary.txt"; results+=("$step=2") ;;
     esac
 done
