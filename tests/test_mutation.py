@@ -164,3 +164,27 @@ def test_a_mutmut_run_fails_the_tool_only_where_mutmut_says_its_tests_failed_in_
             mutation._mutmut(tmp_path, 2, ["x"], log)
     assert "tools.mutation: mutmut: failed to collect stats (the tests fail in mutmut's copy; " \
            f"see {tmp_path / 'log.txt'})" in capsys.readouterr().err
+
+
+def test_the_deadline_interrupts_mutmut_where_this_process_ignores_sigint(monkeypatch, tmp_path):
+    """Started as a shell's background job, the tool inherits SIGINT ignored; mutmut still
+    takes the deadline's SIGINT as Ctrl-C (its interrupted line in the log), well before the
+    kill that follows MUTMUT_STOP_S."""
+    import signal
+    fake = tmp_path / "fake" / "mutmut"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "__main__.py").write_text(FAKE_MUTMUT)
+    monkeypatch.setenv("PYTHONPATH", str(fake.parent))
+    monkeypatch.setenv("FAKE_MUTMUT_CHILD", str(tmp_path / "child"))
+    monkeypatch.setenv("FAKE_MUTMUT", "slow")
+    monkeypatch.setattr(mutation, "MUTMUT_STOP_S", 30)
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with open(tmp_path / "log.txt", "w") as log:
+            start = time.monotonic()
+            assert mutation._mutmut(tmp_path, 2, ["x"], log, time.monotonic() + 3) is True
+            assert time.monotonic() - start < 20
+    finally:
+        signal.signal(signal.SIGINT, ignored)
+    assert "failed to collect stats. runner returned 2" in (tmp_path / "log.txt").read_text()

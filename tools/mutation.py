@@ -183,6 +183,13 @@ MUTMUT_SETUP_FAILURES = ("failed to collect stats", "Failed to run clean test",
                          "Failed to run pytest with args")
 
 
+def _interruptible():
+    """In mutmut's process, before it starts: SIGINT's default action, which a shell's
+    background job (`... &`, nohup) inherits as ignored, so that the deadline's SIGINT stops
+    it as Ctrl-C does."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _mutmut(tree: Path, workers: int, names: list, log, deadline=None) -> bool:
     """mutmut run in tree, in a process group of its own; at the deadline (monotonic s)
     interrupted as Ctrl-C interrupts it (it keeps what it has), and whatever it forked that
@@ -195,7 +202,7 @@ def _mutmut(tree: Path, workers: int, names: list, log, deadline=None) -> bool:
     process = subprocess.Popen([sys.executable, "-m", "mutmut", "run", "--max-children",
                                 str(workers), *(f"{PACKAGE}.{name}" for name in names)],
                                cwd=tree, env=env, stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=_interruptible)
     cut = False
     try:
         process.wait(None if deadline is None else max(1.0, deadline - time.monotonic()))
