@@ -1097,3 +1097,16 @@ def test_host_only_times_the_prepared_path_only_at_the_m_it_serves(monkeypatch, 
     printed = capsys.readouterr().out
     table = printed[printed.index("    M     N     K"):printed.index("\ntargets:")]
     assert host_table_rows(table)[1]["prep op"] == bench_host.NOT_SERVED
+
+
+def test_timed_rows_builds_each_row_then_empties_the_cache_and_prints_its_line(fake_gpu, capsys):
+    """tools.timing.timed_rows (--prepared's and --vendor-gemm's progress): per spec its row,
+    the device's cache emptied, then "[i/n] " + the row's description + each failed variant."""
+    rows = timing_module.timed_rows(
+        ["a", "b"], lambda spec: fake_gpu.log.append(f"row {spec}") or {
+            "spec": spec, "errors": {} if spec == "a" else {"fused": "X: y", "bf16": "Z"}},
+        lambda row: f"shape {row['spec']}")
+    assert [row["spec"] for row in rows] == ["a", "b"]
+    assert fake_gpu.log == ["row a", "empty_cache", "row b", "empty_cache"]
+    assert capsys.readouterr().out == ("[1/2] shape a\n"
+                                       "[2/2] shape b; fused failed: X: y; bf16 failed: Z\n")

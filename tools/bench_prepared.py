@@ -24,7 +24,7 @@ not read (run with MXFP4_MM_TUNE=0 and no MXFP4_MM_CONFIGS).
 import torch
 
 from .evaluate import _num
-from .timing import time_variant
+from .timing import time_variant, timed_rows
 
 FLIPS = ("a_flip", "n_flip", "s_flip")
 FLIP_COMBINATIONS = tuple("+".join(flip for flip in FLIPS if mask >> FLIPS.index(flip) & 1)
@@ -128,15 +128,10 @@ def format_prepared_table(rows) -> str:
 
 def run_prepared(shapes, args, loop, empty_kernel_us, bandwidth) -> list:
     """Every shape's row, printed as it comes; the rows."""
-    rows = []
-    for index, spec in enumerate(shapes, 1):
-        row = prepared_row(spec, lambda fn: time_variant(loop, fn, args.calls)["mean_us"],
-                           empty_kernel_us, bandwidth)
-        torch.cuda.empty_cache()
-        rows.append(row)
-        errors = "".join(f"; {name} failed: {text}" for name, text in row["errors"].items())
-        print(f"[{index}/{len(shapes)}] {row['m']}x{row['n']}x{row['k']}: prepared "
-              f"{_num(row['prepared_us'], 0, 2)} µs ({row['configs'].get('prepared')}), bf16 "
-              f"{_num(row['bf16_us'], 0, 2)}, bytes {_num(row['bytes_us'], 0, 2)}{errors}",
-              flush=True)
-    return rows
+    return timed_rows(
+        shapes, lambda spec: prepared_row(
+            spec, lambda fn: time_variant(loop, fn, args.calls)["mean_us"], empty_kernel_us,
+            bandwidth),
+        lambda row: (f"{row['m']}x{row['n']}x{row['k']}: prepared "
+                     f"{_num(row['prepared_us'], 0, 2)} µs ({row['configs'].get('prepared')}), "
+                     f"bf16 {_num(row['bf16_us'], 0, 2)}, bytes {_num(row['bytes_us'], 0, 2)}"))

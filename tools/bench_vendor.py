@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from .evaluate import _num
-from .timing import RunnerLoop, time_variant
+from .timing import RunnerLoop, time_variant, timed_rows
 
 VENDOR_GEMM_M = (256, 512, 1024, 2048, 4096, 8192)
 VENDOR_GEMM_NK = ((4096, 4096), (7168, 2048), (2112, 7168), (8192, 8192), (4096, 4352))
@@ -125,16 +125,12 @@ def run_vendor_gemm(specs, args) -> int:
     print(f"device: {device}; {len(specs)} shape(s), {args.calls} timed calls each, cache clear "
           f"{args.clear_bytes / 2**20:.0f} MiB", flush=True)
     loop = RunnerLoop(args.clear_bytes)
-    rows = []
-    for index, spec in enumerate(specs, 1):
-        row = vendor_gemm_row(spec, lambda fn: time_variant(loop, fn, args.calls)["mean_us"])
-        torch.cuda.empty_cache()
-        rows.append(row)
-        errors = "".join(f"; {name} failed: {text}" for name, text in row["errors"].items())
-        print(f"[{index}/{len(specs)}] {row['m']}x{row['n']}x{row['k']} on {row['arch']}: fused "
-              f"{_num(row['fused_us'], 0, 2)} ({row['fused_config']}), dequant "
-              f"{_num(row['dequant_us'], 0, 2)}, bf16 {_num(row['bf16_us'], 0, 2)} µs{errors}",
-              flush=True)
+    rows = timed_rows(
+        specs, lambda spec: vendor_gemm_row(
+            spec, lambda fn: time_variant(loop, fn, args.calls)["mean_us"]),
+        lambda row: (f"{row['m']}x{row['n']}x{row['k']} on {row['arch']}: fused "
+                     f"{_num(row['fused_us'], 0, 2)} ({row['fused_config']}), dequant "
+                     f"{_num(row['dequant_us'], 0, 2)}, bf16 {_num(row['bf16_us'], 0, 2)} µs"))
     wins_from = dequant_wins_from(rows)
     threshold = vendor_gemm_threshold(wins_from)
     print(f"\n{VENDOR_LEGEND}\n{format_vendor_table(rows)}\n")

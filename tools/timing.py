@@ -40,6 +40,20 @@ def time_variant(loop, fn, calls):
     return summary(loop.time(fn, calls))
 
 
+def timed_rows(specs, row_of, describe) -> list:
+    """row_of(spec) for each spec, the device's cache emptied after each and its progress line
+    printed as it comes: "[i/n] ", describe(row), then each failed variant's error (the row's
+    "errors"); the rows."""
+    rows = []
+    for index, spec in enumerate(specs, 1):
+        row = row_of(spec)
+        torch.cuda.empty_cache()
+        rows.append(row)
+        errors = "".join(f"; {name} failed: {text}" for name, text in row["errors"].items())
+        print(f"[{index}/{len(specs)}] {describe(row)}{errors}", flush=True)
+    return rows
+
+
 if __name__ == "__main__":
     print(f"tools.timing: a library (the runner's timed loop, for tools.bench and tools.tune), "
           f"not a command; nothing to run.\n{__doc__}", file=sys.stderr)
