@@ -586,3 +586,38 @@ def test_the_parser_writes_to_dist_by_default_and_says_what_it_does():
 def test_a_checkout_other_than_this_one_is_asked_about_its_own_files(repository):
     assert bundle_module.project_file(repository / "submission.py", repository)
     assert not bundle_module.project_file(repository / "untracked.py", repository)
+
+
+def test_packages_imported_from_mxfp4_mm_are_bundled_and_their_uses_flattened(tmp_path):
+    """`from mxfp4_mm import kernels` and `from mxfp4_mm import launchers as L` bundle each
+    package's __init__, and `kernels.NAME`, `L.NAME` become NAME: the bundle alone runs."""
+    write_tree(tmp_path, {
+        "submission.py": "from mxfp4_mm import kernels\nfrom mxfp4_mm import launchers as L\n\n"
+                         "def custom_kernel(data):\n    return kernels.ONE + L.TWO + data\n",
+        "kernels/__init__.py": "ONE = 1\n",
+        "launchers/__init__.py": "TWO = 2\n"})
+    namespace = {}
+    exec(compile(build_bundle(tmp_path), "bundle", "exec"), namespace)
+    assert namespace["custom_kernel"](4) == 7
+
+
+def test_a_subpackage_imported_from_its_package_is_bundled_as_a_module(tmp_path):
+    """`from mxfp4_mm.launchers import rules` where rules is a package (its __init__.py) bundles
+    it as a module, its uses flattened, beside a module imported from it."""
+    write_tree(tmp_path, {
+        "submission.py": "from mxfp4_mm.launchers import rules\n"
+                         "from mxfp4_mm.launchers.rules import table\n\n"
+                         "def custom_kernel(data):\n    return rules.THREE + table.FOUR + data\n",
+        "launchers/__init__.py": "",
+        "launchers/rules/__init__.py": "THREE = 3\n",
+        "launchers/rules/table.py": "FOUR = 4\n"})
+    namespace = {}
+    exec(compile(build_bundle(tmp_path), "bundle", "exec"), namespace)
+    assert namespace["custom_kernel"](1) == 8
+
+
+def test_another_distributions_module_is_not_the_projects():
+    assert bundle_module.project_module("mxfp4_mm") == ""
+    assert bundle_module.project_module("mxfp4_mm.launchers.gemm") == "launchers.gemm"
+    assert bundle_module.project_module("numpy.random") is None
+    assert bundle_module.project_module("mxfp4_mmx.kernels") is None
