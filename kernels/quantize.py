@@ -401,7 +401,7 @@ def fast_path_blocks(x):
     return (amax >= FAST_AMAX_MIN.value) & (amax <= FAST_AMAX_MAX.value)
 
 
-def _largest_power_of_two_dividing(x: int, at_most: int) -> int:
+def largest_power_of_two_dividing(x: int, at_most: int) -> int:
     block = at_most
     while x % block:
         block //= 2
@@ -434,7 +434,7 @@ def quantize_launch(x, codes, scales, quantizer: str = "software", fast_path: bo
     into codes and scales (quantized_outputs)."""
     checked_quantizer(quantizer)
     rows, k = x.shape
-    block_k = _largest_power_of_two_dividing(k, QUANTIZE_MAX_BLOCK_K)
+    block_k = largest_power_of_two_dividing(k, QUANTIZE_MAX_BLOCK_K)
     grid = (-(-rows // QUANTIZE_BLOCK_M), k // block_k, 1)
     return grid, (x, codes, scales, rows, k, x.stride(0), x.stride(1), QUANTIZE_BLOCK_M, block_k,
                   quantizer, fast_path, threads)

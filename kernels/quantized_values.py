@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from .dequantize import tile_bf16_bits
-from .quantize import checked_quantizer, quantize_tile_mxfp4
+from .quantize import checked_quantizer, largest_power_of_two_dividing, quantize_tile_mxfp4
 
 # 32 rows by 256 columns with 8 warps: no spill on sm_90 under Triton 3.6.0 (at 64 rows by 256
 # with 4 warps, the dequantizing kernel alone spills about 1,000 registers a thread).
@@ -47,9 +47,7 @@ def quantized_values_launch(x, out, quantizer: str, fast_path: bool, threads: in
     (K % 64 == 0) into out bf16 [M, K]; threads: the program's (VALUES_WARPS warps)."""
     checked_quantizer(quantizer)
     rows, k = x.shape
-    block_k = VALUES_MAX_BLOCK_K
-    while k % block_k:
-        block_k //= 2
+    block_k = largest_power_of_two_dividing(k, VALUES_MAX_BLOCK_K)
     grid = (triton.cdiv(rows, VALUES_BLOCK_M), k // block_k, 1)
     return grid, (x, out, rows, k, x.stride(0), x.stride(1), out.stride(0), VALUES_BLOCK_M,
                   block_k, quantizer, fast_path, threads)

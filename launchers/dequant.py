@@ -23,8 +23,8 @@ exact in TF32 too, and each product of two is exact in fp32: whatever TF32 setti
 chose, the sums are of the reference's exact products in fp32, in the library's fp32 order,
 which may not be its bf16 order (bf16 of the fp32 C need not be the bf16 C's bytes).
 
-Transient memory per call, beside C: A in bf16 (2*M*K) and one chunk of B in bf16 (2*chunk_n*K, chunk_n = chunk_rows(N, K): at most
-B_CHUNK_BYTES, however large N is); for an fp32 C, A and the chunk in fp32 as well (three
+Transient memory per call, beside C: A in bf16 (2*M*K) and one chunk of B in bf16 (2*chunk_n*K,
+chunk_n = chunk_rows(N, K): at most B_CHUNK_BYTES, however large N is); for an fp32 C, A and the chunk in fp32 as well (three
 times those).
 
 `dequant_launch_specs(config, backend, m, n, k, a_strides, device, quantizer, chunk_n)` lists
